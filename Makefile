@@ -1,0 +1,54 @@
+# ascend-ready — `make demo` runs the end-to-end demo, `make test` runs the whole suite.
+# Both set up everything they need (system packages as root, the .venv/ virtual environment).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# The controller needs Python 3.10-3.12 (ansible-core 2.16); 3.11 is preferred because the
+# CPU build of torch lies on local disk for it.
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.10 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH_VERSION ?= 2.13.0
+PYTEST_ARGS ?=
+
+.PHONY: help setup system-deps venv lint test test-fast demo bench clean
+
+help:
+	@echo "make demo   - set up and run the end-to-end demo on a simulated Ascend cluster (root)"
+	@echo "make test   - set up and run lint and the whole test suite (root)"
+	@echo "make bench  - run the benchmarks in bench/"
+
+system-deps:
+	@bash scripts/system-deps.sh
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 10) <= v <= (3, 12) else "the controller needs Python 3.10-3.12, found %d.%d: set PYTHON=/path/to/python3.11" % v)'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip setuptools wheel
+	# torch in the same command, so nothing resolves to a CUDA build.
+	$(BIN)/pip install -q -e '.[dev,train]' torch==$(TORCH_VERSION)
+	touch $@
+
+venv: $(VENV)/.installed
+
+setup: system-deps venv
+
+lint: venv
+	$(BIN)/ruff check .
+	@if ls playbooks/*.yml >/dev/null 2>&1; then $(BIN)/yamllint -s playbooks provision; fi
+	@if ls playbooks/*.yml >/dev/null 2>&1; then (cd playbooks && ../$(BIN)/ansible-lint --profile production); fi
+
+test: setup lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-fast: venv
+	$(BIN)/pytest -m 'not slow and not device and not sim' $(PYTEST_ARGS)
+
+demo: setup
+	@bash scripts/demo.sh
+
+bench: setup
+	@bash bench/run.sh
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
