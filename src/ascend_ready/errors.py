@@ -48,7 +48,7 @@ class ParseError(AscendReadyError):
         where = f" at line {line_no}" if line_no is not None else ""
         shown = f": {line!r}" if line is not None else ""
         super().__init__(f"cannot parse {kind}{where}: {reason}{shown}",
-                         hint=hint or "send this output with the tool version to the ascend-ready maintainers")
+                         hint=hint or "report this output and the tool version to the maintainers")
         self.kind = kind
         self.reason = reason
         self.line_no = line_no
