@@ -1,0 +1,806 @@
+"""The compatibility matrix (provision/matrix.yml): pydantic models that load and validate it, the
+resolver that turns a few pins into a full install stack, and the judge of an installed set.
+
+`resolve()` and `judge()` are pure functions over a loaded `Matrix`; the Ansible lookup plugin and
+ascend-check import them, `ascend-matrix` shows them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from ascend_ready.errors import MatrixError
+
+MATRIX_PATH = Path(__file__).with_name("matrix.yml")
+ARCHES = ("aarch64", "x86_64")
+#: the project's main target (Atlas 800T A2 on Kunpeng); used when a request names no product/arch
+DEFAULT_PRODUCT = "910b"
+DEFAULT_ARCH = "aarch64"
+#: NNAL's Python libraries load only on these (instg_0045), so they win when nothing else decides
+NNAL_PYTHONS = ("3.11", "3.10")
+MANYLINUX_GLIBC = {"manylinux2014": "2.17", "manylinux_2_28": "2.28"}
+
+# ---------------------------------------------------------------------------------------------------
+# Versions
+
+# Rank of a version component: builds and pre-releases sort below the release they lead to, rc below
+# any number at the same place (23.0.rc3 < 23.0.0), post/spc patches above it.
+_RANKS = {"dev": -4, "alpha": -3, "beta": -2, "b": -2, "t": -2, "rc": 0, "post": 2, "spc": 2}
+_NUMBER = 1
+_COMPONENT = re.compile(r"^(?:(\d+)|(dev|alpha|beta|b|t|rc|post|spc)(\d*))$")
+_KEY_LENGTH = 12
+
+
+def _components(text: str) -> tuple[tuple[int, int], ...]:
+    """`text` as (rank, number) pairs; raises ValueError naming the part it cannot read."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"bad version {text!r}: empty")
+    public = text.strip().lower().split("+", 1)[0]  # a local tag (2.1.0+cpu) does not order
+    parts: list[tuple[int, int]] = []
+    for i, part in enumerate(public.split(".")):
+        m = _COMPONENT.match(part)
+        if m is None or (i == 0 and m.group(1) is None):
+            raise ValueError(f"bad version {text!r}: cannot read {part!r}")
+        if m.group(1) is not None:
+            parts.append((_NUMBER, int(m.group(1))))
+        else:
+            parts.append((_RANKS[m.group(2)], int(m.group(3) or 0)))
+    return tuple(parts)
+
+
+def version_key(text: str) -> tuple[tuple[int, int], ...]:
+    """Sort key for Ascend, CANN, firmware, torch and torch_npu versions (RC case-insensitive).
+
+    23.0.rc3 < 23.0.0 < 24.1.rc1 < 25.0.rc1 < 25.0.rc1.1 < 25.5.1 < 26.0.rc1; 8.0.RC1 < 8.0.0 < 8.1.RC1;
+    2.1.0.post8 < 2.1.0.post10; 2.1.0.post8.dev20241009 < 2.1.0.post8. Raises ValueError if unreadable.
+    """
+    parts = _components(text)
+    if len(parts) > _KEY_LENGTH:
+        raise ValueError(f"bad version {text!r}: more than {_KEY_LENGTH} parts")
+    # Missing parts count as ".0" so 25.5.0.b061 < 25.5.0 < 25.5.0.1 and 8.0.0 == 8.0.0.0.
+    return parts + ((_NUMBER, 0),) * (_KEY_LENGTH - len(parts))
+
+
+def same_version(a: str, b: str) -> bool:
+    return version_key(a) == version_key(b)
+
+
+def version_has_prefix(version: str, prefix: str) -> bool:
+    """True if `version` lies in the release line `prefix`: 25.5 holds 25.5.1 and 25.5.0.b061."""
+    v, p = _components(version), _components(prefix)
+    return v[: len(p)] == p
+
+
+def base_version(version: str) -> str:
+    """The leading numeric release of a version: torch_npu 2.1.0.post10 -> 2.1.0 (its torch)."""
+    _components(version)
+    nums = []
+    for part in version.strip().lower().split("+", 1)[0].split("."):
+        if not part.isdigit():
+            break
+        nums.append(str(int(part)))
+    return ".".join(nums)
+
+
+def python_minor(text: str) -> str:
+    """'3.10.13' or '3.10' or 'python3.10' -> '3.10'."""
+    m = re.fullmatch(r"(?:python)?\s*(\d+)\.(\d+)(?:\.\d+)?", text.strip().lower())
+    if m is None:
+        raise ValueError(f"bad Python version {text!r}: expected MAJOR.MINOR such as 3.10")
+    return f"{m.group(1)}.{m.group(2)}"
+
+
+def _checked_version(text: str) -> str:
+    version_key(text)
+    return text
+
+
+def _checked_python(text: str) -> str:
+    if python_minor(text) != text:
+        raise ValueError(f"bad Python version {text!r}: write MAJOR.MINOR such as 3.10")
+    return text
+
+
+Version = Annotated[str, AfterValidator(_checked_version)]
+PythonVersion = Annotated[str, AfterValidator(_checked_python)]
+Glibc = Annotated[str, Field(pattern=r"^2\.\d+$")]
+Arch = Literal["aarch64", "x86_64"]
+
+# ---------------------------------------------------------------------------------------------------
+# Models of the file
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OsEntry(_Model):
+    """An operating system a node may run."""
+
+    id: str = Field(description="short id used everywhere else, e.g. centos7.6, ubuntu22.04")
+    name: str
+    family: Literal["RedHat", "Kylin", "openEuler", "Debian"]
+    glibc: Glibc = Field(description="glibc of the release; wheels with a higher manylinux floor fail")
+    python3: PythonVersion = Field(description="the distribution's own python3")
+    arch: list[Arch]
+    source: str
+
+
+class Product(_Model):
+    """An NPU product line and its package-name templates."""
+
+    id: str
+    name: str
+    chips: list[str] = Field(description="chip names npu-smi prints for this product")
+    driver_file: str
+    firmware_file: str
+    kernels_file: str = Field(description="CANN < 8.5 operator package")
+    kernels_file_noarch: str | None = Field(None, description="arch-independent kernels file (CANN 7.0.x)")
+    ops_file: str = Field(description="CANN >= 8.5 operator package")
+    source: str
+
+
+class HdkPackage(_Model):
+    driver: Version
+    firmware: Version
+
+
+class HdkRelease(_Model):
+    """One Ascend HDK bundle: the driver and firmware each product gets from it."""
+
+    id: Version
+    products: dict[str, HdkPackage]
+    source: str
+    note: str | None = None
+
+
+class Layout(_Model):
+    """Where a CANN generation installs and how its packages are split."""
+
+    id: str
+    install_root: str
+    home: str
+    set_env: str
+    version_file: str
+    toolkit_file: str
+    nnal_file: str
+    op_package: Literal["kernels", "ops"]
+    nnae: bool = Field(description="whether the nnae package exists for this generation")
+    source: str
+
+
+class CannHdk(_Model):
+    recommended: dict[str, Version] = Field(description="product id -> hdk id")
+    compatible: list[Version] = Field(description="driver version prefixes the release notes accept")
+
+
+class CannRelease(_Model):
+    version: Version
+    layout: str
+    os: list[str] = Field(description="OS ids the CANN install guide lists")
+    kernels_noarch: bool = False
+    nnal: Version | None
+    python: list[PythonVersion] | None = Field(None, description="CANN's own Python range, where stated")
+    hdk: CannHdk
+    sources: list[str]
+
+
+class StackRow(_Model):
+    """One torch_npu release of the COMPATIBILITY table."""
+
+    id: str
+    cann: Version
+    torch: Version
+    torch_npu: Version
+    branch: str
+    python: list[PythonVersion]
+    manylinux: Literal["manylinux2014", "manylinux_2_28"]
+    recommended: bool = False
+    python_source: str | None = None
+
+    @property
+    def glibc(self) -> str:
+        return MANYLINUX_GLIBC[self.manylinux]
+
+
+class Matrix(_Model):
+    """The whole file. Cross-references are checked by `check_matrix` after parsing."""
+
+    schema_version: Literal[1]
+    sources: dict[str, str]
+    os: list[OsEntry]
+    products: list[Product]
+    hdk: list[HdkRelease]
+    layouts: list[Layout]
+    cann: list[CannRelease]
+    stacks: list[StackRow]
+
+    # Lookups. Version ids compare through version_key, so 8.2.rc1 finds 8.2.RC1.
+    def os_entry(self, os_id: str) -> OsEntry | None:
+        return next((o for o in self.os if o.id == os_id.lower()), None)
+
+    def product(self, product_id: str) -> Product | None:
+        return next((p for p in self.products if p.id == product_id.lower()), None)
+
+    def hdk_release(self, hdk_id: str) -> HdkRelease | None:
+        return next((h for h in self.hdk if same_version(h.id, hdk_id)), None)
+
+    def layout(self, layout_id: str) -> Layout:
+        return next(lay for lay in self.layouts if lay.id == layout_id)
+
+    def cann_release(self, version: str) -> CannRelease | None:
+        return next((c for c in self.cann if same_version(c.version, version)), None)
+
+    def stacks_for(self, cann: str) -> list[StackRow]:
+        return [s for s in self.stacks if same_version(s.cann, cann)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Loading
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a repeated mapping key (PyYAML silently keeps the last one)."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: set[Any] = set()
+    for key_node, _value in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise MatrixError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r}",
+                              hint="each key may appear once per mapping; remove or merge the repeat")
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def _row_label(data: Any, loc: tuple[Any, ...]) -> str:
+    """`stacks[3] (cann-8.0.0-torch-2.1.0).torch_npu` for a pydantic error location."""
+    if len(loc) >= 2 and isinstance(loc[1], int):
+        row = data.get(loc[0], [None])[loc[1]] if isinstance(data, dict) else None
+        name = row.get("id", row.get("version")) if isinstance(row, dict) else None
+        head = f"{loc[0]}[{loc[1]}]" + (f" ({name})" if name else "")
+        return ".".join([head, *(str(p) for p in loc[2:])])
+    return ".".join(str(p) for p in loc) or "<top>"
+
+
+def parse_matrix(text: str, *, origin: str = "<matrix>") -> Matrix:
+    """Validate matrix YAML text; raises MatrixError naming the row and field that is wrong."""
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        raise MatrixError(f"{origin}: not valid YAML: {exc}", hint="fix the YAML syntax") from None
+    if not isinstance(data, dict):
+        raise MatrixError(f"{origin}: expected a mapping at the top", hint="see provision/matrix.yml")
+    try:
+        matrix = Matrix.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key"
+            elif err["type"] == "missing":
+                msg = "required key is missing"
+            lines.append(f"{_row_label(data, tuple(err['loc']))}: {msg}")
+        raise MatrixError(f"{origin}: " + "; ".join(lines),
+                          hint="fix the named row and field (`ascend-matrix schema` shows every allowed key)"
+                          ) from None
+    check_matrix(matrix, origin=origin)
+    return matrix
+
+
+def _fail(origin: str, where: str, msg: str, hint: str) -> MatrixError:
+    return MatrixError(f"{origin}: {where}: {msg}", hint=hint)
+
+
+def _check_unique(origin: str, section: str, keys: list[str]) -> None:
+    seen: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        norm = key.lower()
+        if norm in seen:
+            raise _fail(origin, f"{section}[{i}] ({key})", f"duplicate of {section}[{seen[norm]}]",
+                        "each entry may appear once; delete or merge the repeat")
+        seen[norm] = i
+
+
+def check_matrix(m: Matrix, *, origin: str = "<matrix>") -> None:
+    """Cross-row rules pydantic cannot see: unique ids, references, torch/torch_npu pairing, floors."""
+    _check_unique(origin, "os", [o.id for o in m.os])
+    _check_unique(origin, "products", [p.id for p in m.products])
+    _check_unique(origin, "hdk", [h.id.lower() for h in m.hdk])
+    _check_unique(origin, "layouts", [lay.id for lay in m.layouts])
+    _check_unique(origin, "cann", [c.version.lower() for c in m.cann])
+    _check_unique(origin, "stacks", [s.id for s in m.stacks])
+    _check_unique(origin, "stacks", [f"{s.cann.lower()}/torch_npu {s.torch_npu}" for s in m.stacks])
+
+    def need_source(where: str, sid: str | None) -> None:
+        if sid is not None and sid not in m.sources:
+            raise _fail(origin, where, f"unknown source {sid!r}", "add it under `sources:` or fix the id")
+
+    product_ids = {p.id for p in m.products}
+    for i, o in enumerate(m.os):
+        need_source(f"os[{i}] ({o.id}).source", o.source)
+    for i, p in enumerate(m.products):
+        need_source(f"products[{i}] ({p.id}).source", p.source)
+    for i, lay in enumerate(m.layouts):
+        need_source(f"layouts[{i}] ({lay.id}).source", lay.source)
+    for i, h in enumerate(m.hdk):
+        need_source(f"hdk[{i}] ({h.id}).source", h.source)
+        for pid in h.products:
+            if pid not in product_ids:
+                raise _fail(origin, f"hdk[{i}] ({h.id}).products", f"unknown product {pid!r}",
+                            f"known products: {', '.join(sorted(product_ids))}")
+    layout_ids = {lay.id for lay in m.layouts}
+    for i, c in enumerate(m.cann):
+        where = f"cann[{i}] ({c.version})"
+        for sid in c.sources:
+            need_source(f"{where}.sources", sid)
+        if c.layout not in layout_ids:
+            raise _fail(origin, f"{where}.layout", f"unknown layout {c.layout!r}",
+                        f"known layouts: {', '.join(sorted(layout_ids))}")
+        for os_id in c.os:
+            if m.os_entry(os_id) is None:
+                raise _fail(origin, f"{where}.os", f"unknown OS {os_id!r}",
+                            f"add it under `os:` or use one of: {', '.join(o.id for o in m.os)}")
+        for pid, hdk_id in c.hdk.recommended.items():
+            hdk = m.hdk_release(hdk_id)
+            if pid not in product_ids:
+                raise _fail(origin, f"{where}.hdk.recommended", f"unknown product {pid!r}",
+                            f"known products: {', '.join(sorted(product_ids))}")
+            if hdk is None:
+                raise _fail(origin, f"{where}.hdk.recommended.{pid}", f"unknown HDK {hdk_id!r}",
+                            "add the bundle under `hdk:` or name an existing id")
+            if pid not in hdk.products:
+                raise _fail(origin, f"{where}.hdk.recommended.{pid}", f"HDK {hdk_id} has no {pid} packages",
+                            f"add {pid} to hdk {hdk_id} or recommend another bundle")
+            if not any(version_has_prefix(hdk.products[pid].driver, p) for p in c.hdk.compatible):
+                raise _fail(origin, f"{where}.hdk.recommended.{pid}",
+                            f"driver {hdk.products[pid].driver} is outside hdk.compatible {c.hdk.compatible}",
+                            "a recommended bundle must also be a compatible one")
+    for i, s in enumerate(m.stacks):
+        where = f"stacks[{i}] ({s.id})"
+        if m.cann_release(s.cann) is None:
+            raise _fail(origin, f"{where}.cann", f"unknown CANN {s.cann!r}", "add it under `cann:` first")
+        if base_version(s.torch_npu) != base_version(s.torch):
+            raise _fail(origin, f"{where}.torch_npu",
+                        f"torch_npu {s.torch_npu} is built for torch {base_version(s.torch_npu)}, "
+                        f"not torch {s.torch}", "torch_npu's leading version must equal torch's")
+        want_id = f"cann-{s.cann}-torch-{s.torch}"
+        if s.id != want_id:
+            raise _fail(origin, f"{where}.id", f"expected {want_id!r}", "ids are cann-<CANN>-torch-<torch>")
+        # PyTorch wheels are manylinux_2_28 from 2.6.0 on (pytorch#123649): no row may claim less.
+        if version_key(s.torch) >= version_key("2.6.0") and s.manylinux != "manylinux_2_28":
+            raise _fail(origin, f"{where}.manylinux",
+                        f"torch {s.torch} wheels are manylinux_2_28 (glibc 2.28), not {s.manylinux}",
+                        "set manylinux: manylinux_2_28")
+        need_source(f"{where}.python_source", s.python_source)
+    for c in m.cann:
+        recommended = [s.id for s in m.stacks_for(c.version) if s.recommended]
+        if len(recommended) > 1:
+            raise _fail(origin, f"cann {c.version}", f"several recommended stacks: {', '.join(recommended)}",
+                        "mark exactly one stack per CANN as recommended")
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: str, mtime_ns: int) -> Matrix:
+    return parse_matrix(Path(path).read_text(), origin=path)
+
+
+def load_matrix(path: str | Path | None = None) -> Matrix:
+    """Load and validate the matrix file (default: the packaged provision/matrix.yml)."""
+    p = Path(path) if path is not None else MATRIX_PATH
+    try:
+        stat = p.stat()
+    except OSError as exc:
+        raise MatrixError(f"cannot read matrix file {p}: {exc.strerror}",
+                          hint="pass an existing file with --matrix") from None
+    return _load_cached(str(p), stat.st_mtime_ns)
+
+
+def matrix_json_schema() -> dict[str, Any]:
+    schema = Matrix.model_json_schema()
+    schema["$id"] = "https://ascend-ready/schema/matrix.schema.json"
+    schema["title"] = "ascend-ready compatibility matrix"
+    return schema
+
+
+_DISTRO_PREFIX = {"centos": "centos", "ubuntu": "ubuntu", "openeuler": "openeuler", "debian": "debian",
+                  "kylin linux advanced server": "kylin", "kylin": "kylin"}
+
+
+def os_id_for(distribution: str, version: str, matrix: Matrix | None = None) -> str | None:
+    """The matrix OS id for Ansible-style facts ('CentOS', '7.6.1810' -> centos7.6), or None if untracked.
+
+    Tries the longest version first, so a point release maps to its minor (7.6.1810 -> 7.6). Kylin's
+    facts carry no service pack ('V10'), so they map only if the matrix has a plain kylinv10 entry.
+    """
+    m = matrix or load_matrix()
+    prefix = _DISTRO_PREFIX.get(distribution.strip().lower())
+    if prefix is None:
+        return None
+    parts = version.strip().lower().split(".")
+    for n in range(len(parts), 0, -1):
+        entry = m.os_entry(prefix + ".".join(parts[:n]))
+        if entry is not None:
+            return entry.id
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Resolver
+
+
+class ResolvedLayout(_Model):
+    name: str
+    install_root: str
+    home: str
+    set_env: str
+    version_file: str
+    op_package: Literal["kernels", "ops"]
+    nnae: bool
+
+
+class ResolvedPackages(_Model):
+    """File names of the .run packages for one arch (None: this stack has no such package)."""
+
+    driver: str
+    firmware: str | None
+    toolkit: str
+    ops: str = Field(description="the operator package: kernels (< 8.5) or ops (>= 8.5)")
+    nnal: str | None
+
+
+class ResolvedStack(_Model):
+    """Everything a node needs, decided: what Ansible installs and what ascend-check expects."""
+
+    id: str
+    cann: str
+    torch: str
+    torch_npu: str
+    torch_npu_branch: str
+    python: str = Field(description="the Python to install the wheels into")
+    python_versions: list[str] = Field(description="every Python the wheels support")
+    glibc_floor: str
+    manylinux: str
+    product: str
+    arch: Arch
+    os: str | None
+    hdk: str | None = Field(description="HDK bundle of the driver (None: a pinned driver with no bundle)")
+    driver: str
+    firmware: str | None
+    hdk_compatible: list[str]
+    layout: ResolvedLayout
+    packages: ResolvedPackages
+    warnings: list[str]
+
+
+_PIN_NAMES = ("cann", "torch", "torch_npu", "driver", "product", "os", "arch", "python")
+
+
+def _norm_pins(m: Matrix, pins: dict[str, str | None]) -> dict[str, str]:
+    """Check each given pin; raise MatrixError naming the bad one."""
+    unknown = sorted(set(pins) - set(_PIN_NAMES))
+    if unknown:
+        raise MatrixError(f"unknown pin(s): {', '.join(unknown)}", hint=f"pins are: {', '.join(_PIN_NAMES)}")
+    out = {k: str(v).strip() for k, v in pins.items() if v is not None and str(v).strip()}
+    for key in ("cann", "torch", "torch_npu", "driver"):
+        if key in out:
+            try:
+                version_key(out[key])
+            except ValueError as exc:
+                raise MatrixError(f"{key}: {exc}",
+                                  hint="versions look like 8.0.0, 8.2.RC1, 2.1.0.post10") from None
+    if "python" in out:
+        try:
+            out["python"] = python_minor(out["python"])
+        except ValueError as exc:
+            raise MatrixError(f"python: {exc}", hint="e.g. --python 3.10") from None
+    if "product" in out and m.product(out["product"]) is None:
+        raise MatrixError(f"product: unknown NPU product {out['product']!r}",
+                          hint=f"known products: {', '.join(p.id for p in m.products)}")
+    if "os" in out and m.os_entry(out["os"]) is None:
+        raise MatrixError(f"os: unknown OS {out['os']!r}",
+                          hint=f"known OS ids: {', '.join(o.id for o in m.os)}")
+    if "arch" in out and out["arch"] not in ARCHES:
+        raise MatrixError(f"arch: unknown arch {out['arch']!r}", hint=f"one of: {', '.join(ARCHES)}")
+    if "cann" in out and m.cann_release(out["cann"]) is None:
+        raise MatrixError(f"cann: CANN {out['cann']} is not in the matrix",
+                          hint=f"known CANN versions: {', '.join(c.version for c in m.cann)}")
+    return out
+
+
+def _stack_order(s: StackRow) -> tuple:
+    """Newest CANN first, then that CANN's recommended row, then newest torch."""
+    return (version_key(s.cann), s.recommended, version_key(s.torch))
+
+
+def _bundle_for_driver(m: Matrix, product: str, driver: str) -> HdkRelease | None:
+    return next((h for h in m.hdk
+                 if product in h.products and same_version(h.products[product].driver, driver)), None)
+
+
+def _constraints(m: Matrix, pins: dict[str, str]) -> list[tuple[str, Any, Any]]:
+    """(label, keep(stack) -> bool, why(stack) -> str) per pin, in the order they are applied."""
+    out: list[tuple[str, Any, Any]] = []
+    if "cann" in pins:
+        out.append((f"cann {pins['cann']}", lambda s: same_version(s.cann, pins["cann"]),
+                    lambda s: f"{s.id} is CANN {s.cann}"))
+    if "torch" in pins:
+        want = base_version(pins["torch"])
+        out.append((f"torch {pins['torch']}", lambda s: same_version(s.torch, want),
+                    lambda s: f"{s.id} is torch {s.torch}"))
+    if "torch_npu" in pins:
+        out.append((f"torch_npu {pins['torch_npu']}", lambda s: same_version(s.torch_npu, pins["torch_npu"]),
+                    lambda s: f"{s.id} is torch_npu {s.torch_npu}"))
+    if "python" in pins:
+        py = pins["python"]
+
+        def py_ok(s: StackRow) -> bool:
+            cann_py = m.cann_release(s.cann).python
+            return py in s.python and (cann_py is None or py in cann_py)
+
+        out.append((f"python {py}", py_ok,
+                    lambda s: f"{s.id} supports Python {', '.join(s.python)}"))
+    if "os" in pins:
+        os_e = m.os_entry(pins["os"])
+        out.append((f"os {os_e.id} (glibc {os_e.glibc})",
+                    lambda s: version_key(s.glibc) <= version_key(os_e.glibc),
+                    lambda s: f"torch {s.torch}/torch_npu {s.torch_npu} wheels are {s.manylinux} and need "
+                              f"glibc {s.glibc} but {os_e.id} has {os_e.glibc}"))
+    product = pins.get("product", DEFAULT_PRODUCT)
+    out.append((f"product {product}", lambda s: product in m.cann_release(s.cann).hdk.recommended,
+                lambda s: f"CANN {s.cann} has no recorded HDK bundle for {product}"))
+    if "driver" in pins:
+        drv = pins["driver"]
+        out.append((f"driver {drv}",
+                    lambda s: any(version_has_prefix(drv, p) for p in m.cann_release(s.cann).hdk.compatible),
+                    lambda s: f"CANN {s.cann} accepts drivers "
+                              f"{', '.join(m.cann_release(s.cann).hdk.compatible)}, not {drv}"))
+    return out
+
+
+def resolve(matrix: Matrix | None = None, **pins: str | None) -> ResolvedStack:
+    """The best full stack for any subset of pins {cann, torch, torch_npu, driver, product, os, arch, python}.
+
+    Picks the newest CANN that fits, and its recommended (else newest-torch) row. Raises MatrixError
+    saying which pin eliminated the last candidates and what the nearest fitting stack is.
+    """
+    m = matrix or load_matrix()
+    p = _norm_pins(m, pins)
+    product_id = p.get("product", DEFAULT_PRODUCT).lower()
+    os_e = m.os_entry(p["os"]) if "os" in p else None
+    arch = p.get("arch") or DEFAULT_ARCH
+    if os_e is not None and arch not in os_e.arch:
+        raise MatrixError(f"arch: {os_e.id} is not built for {arch}",
+                          hint=f"{os_e.id} runs on {', '.join(os_e.arch)}")
+
+    candidates = list(m.stacks)
+    constraints = _constraints(m, p)
+    for i, (label, keep, why) in enumerate(constraints):
+        kept = [s for s in candidates if keep(s)]
+        if kept:
+            candidates = kept
+            continue
+        applied = [lab for lab, _k, _w in constraints[:i]]
+        ranked = sorted(candidates, key=_stack_order, reverse=True)
+        distinct = list(dict.fromkeys(why(s) for s in ranked))
+        reasons = "; ".join(distinct[:3]) + (" ..." if len(distinct) > 3 else "")
+        alone = sorted((s for s in m.stacks if keep(s)), key=_stack_order, reverse=True)
+        hint = (f"newest stack for {label} alone is {alone[0].id}" if alone
+                else f"no stack in the matrix satisfies {label}")
+        context = f" after {', '.join(applied)}" if applied else ""
+        raise MatrixError(f"no stack fits: {label} rules out the {len(candidates)} remaining candidate(s)"
+                          f"{context} ({reasons})", hint=hint + "; relax or change that pin")
+    stack = max(candidates, key=_stack_order)
+    return _complete(m, stack, p, product_id, os_e, arch)
+
+
+def _pick_python(m: Matrix, stack: StackRow, pins: dict[str, str], os_e: OsEntry | None) -> str:
+    cann_py = m.cann_release(stack.cann).python
+    usable = [v for v in stack.python if cann_py is None or v in cann_py]
+    if "python" in pins:
+        return pins["python"]
+    if os_e is not None and os_e.python3 in usable:
+        return os_e.python3  # nothing extra to install
+    return _nnal_or_newest(usable)
+
+
+def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str, os_e: OsEntry | None,
+              arch: str) -> ResolvedStack:
+    cann = m.cann_release(stack.cann)
+    product = m.product(product_id)
+    layout = m.layout(cann.layout)
+    warnings: list[str] = []
+    if "driver" in pins:
+        hdk = _bundle_for_driver(m, product_id, pins["driver"])
+        driver = pins["driver"]
+        firmware = hdk.products[product_id].firmware if hdk else None
+        if hdk is None:
+            warnings.append(f"no recorded HDK bundle has {product_id} driver {driver}; install the firmware "
+                            f"shipped in the same HDK bundle as that driver")
+    else:
+        hdk = m.hdk_release(cann.hdk.recommended[product_id])
+        driver, firmware = hdk.products[product_id].driver, hdk.products[product_id].firmware
+    if hdk is not None and hdk.note:
+        warnings.append(f"HDK {hdk.id}: {hdk.note}")
+    python = _pick_python(m, stack, pins, os_e)
+    if os_e is not None:
+        if os_e.id not in cann.os:
+            warnings.append(f"{os_e.id} is not on CANN {cann.version}'s supported OS list "
+                            f"({', '.join(cann.os)}); the install may work but is unsupported")
+        if python != os_e.python3:
+            warnings.append(f"{os_e.id} ships python3 {os_e.python3}; install Python {python} for this stack")
+    hdk_arch = "x86-64" if arch == "x86_64" else arch
+    fields = {"cann": cann.version, "arch": arch, "hdk_arch": hdk_arch, "driver": driver,
+              "firmware": firmware or "", "nnal": cann.nnal or ""}
+    if layout.op_package == "ops":
+        ops_tpl = product.ops_file
+    elif cann.kernels_noarch and product.kernels_file_noarch:
+        ops_tpl = product.kernels_file_noarch
+    else:
+        ops_tpl = product.kernels_file
+    packages = ResolvedPackages(
+        driver=product.driver_file.format(**fields),
+        firmware=product.firmware_file.format(**fields) if firmware else None,
+        toolkit=layout.toolkit_file.format(**fields),
+        ops=ops_tpl.format(**fields),
+        nnal=layout.nnal_file.format(**fields) if cann.nnal else None,
+    )
+    resolved_layout = ResolvedLayout(
+        name=layout.id, install_root=layout.install_root.format(**fields), home=layout.home.format(**fields),
+        set_env=layout.set_env.format(**fields), version_file=layout.version_file.format(**fields),
+        op_package=layout.op_package, nnae=layout.nnae)
+    return ResolvedStack(
+        id=stack.id, cann=cann.version, torch=stack.torch, torch_npu=stack.torch_npu,
+        torch_npu_branch=stack.branch, python=python, python_versions=list(stack.python),
+        glibc_floor=stack.glibc, manylinux=stack.manylinux, product=product_id, arch=arch,
+        os=os_e.id if os_e else None, hdk=hdk.id if hdk else None, driver=driver, firmware=firmware,
+        hdk_compatible=list(cann.hdk.compatible), layout=resolved_layout, packages=packages,
+        warnings=warnings)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Judge
+
+
+class Finding(_Model):
+    """One installed component that is off, and what it should be."""
+
+    component: str
+    installed: str
+    expected: str | None
+    reason: str
+
+
+class Judgement(_Model):
+    valid: bool
+    stack: str | None = Field(description="the matrix row the installed set matches, if any")
+    findings: list[Finding]
+    unverified: list[str] = Field(description="facts the matrix has no record to check against")
+
+
+_INSTALLED_KEYS = ("driver", "firmware", "cann", "torch", "torch_npu", "product", "os", "python", "arch")
+
+
+def judge(installed: dict[str, str | None], matrix: Matrix | None = None) -> Judgement:
+    """Judge an installed set (any of driver, firmware, cann, torch, torch_npu, product, os, python, arch).
+
+    Valid when every given component agrees with the matrix; otherwise each finding names the
+    component, what is installed and what it should be.
+    """
+    m = matrix or load_matrix()
+    unknown = sorted(set(installed) - set(_INSTALLED_KEYS))
+    if unknown:
+        raise MatrixError(f"unknown component(s): {', '.join(unknown)}",
+                          hint=f"components are: {', '.join(_INSTALLED_KEYS)}")
+    pins = {k: v for k, v in installed.items() if k not in ("firmware", "cann")}
+    got = _norm_pins(m, pins)
+    for key in ("firmware", "cann"):
+        value = installed.get(key)
+        if value is not None and str(value).strip():
+            try:
+                version_key(str(value))
+            except ValueError as exc:
+                raise MatrixError(f"{key}: {exc}", hint="versions look like 7.3.0.1.231 or 8.2.RC1") from None
+            got[key] = str(value).strip()
+    product_id = got.get("product", DEFAULT_PRODUCT).lower()
+    findings: list[Finding] = []
+    unverified: list[str] = []
+
+    def off(component: str, expected: str | None, reason: str) -> None:
+        findings.append(Finding(component=component, installed=got[component], expected=expected,
+                                reason=reason))
+
+    cann = m.cann_release(got["cann"]) if "cann" in got else None
+    if "cann" in got and cann is None:
+        newest = max(m.cann, key=lambda c: version_key(c.version)).version
+        off("cann", newest, f"CANN {got['cann']} is not in the matrix (known: "
+            f"{', '.join(c.version for c in m.cann)})")
+
+    torch, npu = got.get("torch"), got.get("torch_npu")
+    if torch and npu and base_version(npu) != base_version(torch):
+        off("torch_npu", _npu_for(m, cann, torch), f"torch_npu {npu} is built for torch {base_version(npu)}, "
+            f"but torch {torch} is installed")
+
+    stack = None
+    if cann is not None:
+        rows = m.stacks_for(cann.version)
+        if npu:
+            stack = next((s for s in rows if same_version(s.torch_npu, npu)), None)
+            if stack is None and not any(f.component == "torch_npu" for f in findings):
+                want = _npu_for(m, cann, torch or base_version(npu))
+                if want is not None:
+                    off("torch_npu", want, f"torch_npu {npu} is not a release for CANN {cann.version}; "
+                        f"with torch {base_version(npu)} it should be {want}")
+                else:
+                    rec = _recommended(m, cann.version)
+                    off("torch_npu", rec.torch_npu, f"CANN {cann.version} has no torch_npu for torch "
+                        f"{base_version(npu)}; its releases are {', '.join(s.torch_npu for s in rows)}")
+        if torch and not any(same_version(s.torch, base_version(torch)) for s in rows):
+            rec = _recommended(m, cann.version)
+            off("torch", rec.torch, f"CANN {cann.version} supports torch {', '.join(s.torch for s in rows)}, "
+                f"not {torch}")
+        if "driver" in got and not any(version_has_prefix(got["driver"], p) for p in cann.hdk.compatible):
+            rec_id = cann.hdk.recommended.get(product_id)
+            rec = m.hdk_release(rec_id) if rec_id else None
+            off("driver", rec.products[product_id].driver if rec else None,
+                f"driver {got['driver']} is not in CANN {cann.version}'s HDK list "
+                f"({', '.join(cann.hdk.compatible)})")
+    if "firmware" in got:
+        _judge_firmware(m, got, product_id, off, unverified)
+
+    if stack is not None:
+        if "python" in got and got["python"] not in stack.python:
+            off("python", _nnal_or_newest(stack.python), f"{stack.id} wheels support Python "
+                f"{', '.join(stack.python)}, not {got['python']}")
+        if "os" in got:
+            os_e = m.os_entry(got["os"])
+            if version_key(stack.glibc) > version_key(os_e.glibc):
+                off("os", None, f"torch {stack.torch}/torch_npu {stack.torch_npu} wheels are "
+                    f"{stack.manylinux} and need glibc {stack.glibc}, but {os_e.id} has {os_e.glibc}")
+    return Judgement(valid=not findings, stack=stack.id if stack and not findings else None,
+                     findings=findings, unverified=unverified)
+
+
+def _judge_firmware(m: Matrix, got: dict[str, str], product_id: str, off: Any, unverified: list[str]) -> None:
+    if "driver" not in got:
+        unverified.append("firmware: no driver given to pair it with")
+        return
+    bundle = _bundle_for_driver(m, product_id, got["driver"])
+    if bundle is None:
+        unverified.append(f"firmware: no recorded HDK bundle has {product_id} driver {got['driver']}")
+        return
+    want = bundle.products[product_id].firmware
+    have = got["firmware"]
+    if same_version(have, want):
+        return
+    age = "older" if version_key(have) < version_key(want) else "newer"
+    off("firmware", want, f"firmware {have} is {age} than {want}, which HDK {bundle.id} pairs with "
+        f"{product_id} driver {got['driver']} (firmware is per product and per driver)")
+
+
+def _recommended(m: Matrix, cann: str) -> StackRow:
+    rows = m.stacks_for(cann)
+    return next((s for s in rows if s.recommended), max(rows, key=lambda s: version_key(s.torch)))
+
+
+def _npu_for(m: Matrix, cann: CannRelease | None, torch: str | None) -> str | None:
+    """The torch_npu release that pairs with `torch` under `cann` (None if that CANN has none)."""
+    if cann is None or torch is None:
+        return None
+    row = next((s for s in m.stacks_for(cann.version) if same_version(s.torch, base_version(torch))), None)
+    return row.torch_npu if row else None
+
+
+def _nnal_or_newest(pythons: list[str]) -> str:
+    return next((v for v in NNAL_PYTHONS if v in pythons), max(pythons, key=version_key))
