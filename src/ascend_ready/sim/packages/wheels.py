@@ -1,0 +1,173 @@
+"""Stand-in `torch` and `torch_npu` wheels for the simulator's local wheelhouse.
+
+Pure-Python, a few kB each, but tagged like the real binary wheels (cp3X-cp3X[m]-manylinux_2_NN_<arch>)
+so pip's tag matching and a glibc-floor check behave as they do with the real ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import zipfile
+from pathlib import Path
+
+from ascend_ready.errors import ConfigError
+
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+# glibc floor -> PEP 600 tag, with the legacy alias pip < 20.3 understands (2014 == 2.17).
+_LEGACY_ALIAS = {"2.17": "manylinux2014", "2.12": "manylinux2010", "2.5": "manylinux1"}
+
+
+def python_tags(python: str) -> tuple[str, str]:
+    """("cp36", "cp36m") for "3.6"; the `m` ABI suffix exists up to 3.7."""
+    m = re.fullmatch(r"(?:cp)?3\.?(\d+)", python)
+    if not m:
+        raise ConfigError(f"python version {python!r} is not of the form 3.X",
+                          hint="use e.g. '3.9' or 'cp39'")
+    minor = int(m.group(1))
+    tag = f"cp3{minor}"
+    return tag, tag + ("m" if minor <= 7 else "")
+
+
+def platform_tag(glibc: str, arch: str) -> str:
+    """Compressed platform tag set carrying the glibc floor: manylinux_2_17_x86_64.manylinux2014_x86_64...
+
+    `linux_<arch>` is appended because the pip 18.1 that Python 3.6 ships knows no manylinux2014 tag;
+    the floor stays readable from the manylinux_2_NN part.
+    """
+    if not re.fullmatch(r"2\.\d+", glibc):
+        raise ConfigError(f"glibc floor {glibc!r} is not of the form 2.NN", hint="use e.g. '2.17' or '2.28'")
+    tags = [f"manylinux_{glibc.replace('.', '_')}_{arch}"]
+    if glibc in _LEGACY_ALIAS:
+        tags.append(f"{_LEGACY_ALIAS[glibc]}_{arch}")
+    tags.append(f"linux_{arch}")
+    return ".".join(tags)
+
+
+def glibc_floor(wheel_name: str) -> str | None:
+    """The glibc floor a wheel file name declares ("2.28"), or None when it has no manylinux_2_NN tag."""
+    m = re.search(r"manylinux_2_(\d+)_", wheel_name)
+    return f"2.{m.group(1)}" if m else None
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={digest}"
+
+
+def build_wheel(dest: Path, name: str, version: str, python: str, glibc: str, arch: str,
+                files: dict[str, str], summary: str) -> Path:
+    """Write one wheel; `files` maps paths inside the wheel to their text."""
+    py, abi = python_tags(python)
+    plat = platform_tag(glibc, arch)
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    minor = py[3:]
+    contents = dict(files)
+    contents[f"{info}/METADATA"] = (
+        "Metadata-Version: 2.1\n"
+        f"Name: {name}\n"
+        f"Version: {version}\n"
+        f"Summary: {summary}\n"
+        f"Requires-Python: ==3.{minor}.*\n"
+    )
+    contents[f"{info}/WHEEL"] = (
+        "Wheel-Version: 1.0\n"
+        "Generator: ascend-ready-sim\n"
+        "Root-Is-Purelib: false\n"
+        + "".join(f"Tag: {py}-{abi}-{p}\n" for p in plat.split("."))
+    )
+    contents[f"{info}/top_level.txt"] = f"{dist}\n"
+    record_lines = []
+    path = dest / f"{dist}-{version}-{py}-{abi}-{plat}.whl"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for arcname in sorted(contents):
+            data = contents[arcname].encode()
+            zf.writestr(zipfile.ZipInfo(arcname, _ZIP_DATE), data)
+            record_lines.append(f"{arcname},{_record_hash(data)},{len(data)}")
+        record_lines.append(f"{info}/RECORD,,")
+        zf.writestr(zipfile.ZipInfo(f"{info}/RECORD", _ZIP_DATE), "\n".join(record_lines) + "\n")
+    return path
+
+
+def torch_files(version: str) -> dict[str, str]:
+    """A `torch` that imports and tells its version, nothing more."""
+    return {
+        "torch/__init__.py": (
+            '"""Stand-in torch from the ascend-ready simulator: reports its version, computes nothing."""\n'
+            "from torch.version import __version__\n"
+        ),
+        "torch/version.py": f"__version__ = {version!r}\ngit_version = 'ascend-ready-sim'\n",
+    }
+
+
+def _base(version: str) -> str:
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    if not m:
+        raise ConfigError(f"version {version!r} does not start with major.minor.patch")
+    return ".".join(m.groups())
+
+
+def torch_npu_files(version: str) -> dict[str, str]:
+    """A `torch_npu` that fails on import like the real one when torch or the CANN environment is wrong.
+
+    - torch of another major.minor.patch: the real extension fails to link against libtorch;
+    - no libhccl.so on LD_LIBRARY_PATH (CANN set_env.sh not sourced): `from torch_npu import _C` fails
+      with the loader's message (sample error_torch-npu_libhccl-not-found). ASCEND_SIM_FSROOT, set only by
+      tests that install into a scratch root, is prefixed to the searched directories.
+    """
+    base = _base(version)
+    init = (
+        '"""Stand-in torch_npu from the ascend-ready simulator (import checks only)."""\n'
+        "import os\n"
+        "\n"
+        "import torch\n"
+        "\n"
+        f"__version__ = {version!r}\n"
+        f"_TORCH_BASE = {base!r}\n"
+        "\n"
+        "\n"
+        "def _torch_base(v):\n"
+        "    return '.'.join(v.split('+')[0].split('.')[:3])\n"
+        "\n"
+        "\n"
+        "if _torch_base(torch.__version__) != _TORCH_BASE:\n"
+        "    _lib = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib', 'libtorch_npu.so')\n"
+        "    raise ImportError(_lib + ': undefined symbol: _ZN3c1010TensorImpl15set_storage_offsetEl'\n"
+        "                      ' (torch_npu ' + __version__ + ' is built for torch ' + _TORCH_BASE\n"
+        "                      + ', found torch ' + torch.__version__ + ')')\n"
+        "\n"
+        "import torch_npu.npu  # noqa: E402\n"
+    )
+    npu = (
+        "from torch_npu.utils import _should_print_warning  # noqa: F401\n"
+        "\n"
+        "\n"
+        "def is_available():\n"
+        "    return False\n"
+    )
+    utils = "from torch_npu import _C  # noqa: F401\n\n\ndef _should_print_warning():\n    return False\n"
+    c_ext = (
+        "import os\n"
+        "\n"
+        "\n"
+        "def _find(lib):\n"
+        "    root = os.environ.get('ASCEND_SIM_FSROOT', '')\n"
+        "    for d in os.environ.get('LD_LIBRARY_PATH', '').split(':'):\n"
+        "        if d and os.path.isfile(root + os.path.join(d, lib)):\n"
+        "            return True\n"
+        "    return False\n"
+        "\n"
+        "\n"
+        "for _lib in ('libhccl.so', 'libascendcl.so'):\n"
+        "    if not _find(_lib):\n"
+        "        raise ImportError(_lib + ': cannot open shared object file: No such file or directory')\n"
+    )
+    return {
+        "torch_npu/__init__.py": init,
+        "torch_npu/npu/__init__.py": npu,
+        "torch_npu/utils/__init__.py": utils,
+        "torch_npu/_C.py": c_ext,
+        "torch_npu/version.py": f"__version__ = {version!r}\n",
+    }

@@ -1,0 +1,81 @@
+"""The stand-in wheels install with the pip of the node Pythons and import like the real ones."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+PYENV = Path("/root/.pyenv/versions")
+IMPORT = "import torch, torch_npu; print(torch.__version__, torch_npu.__version__)"
+
+
+def make_venv(base: Path, where: Path) -> list[str]:
+    """A venv of `base`; returns the pip command that installs into it.
+
+    Seeding pip into a 3.11 venv costs ~10 s, so there the base interpreter's pip (>= 22.3) installs
+    into the venv with --python; Python 3.6 keeps the pip 18.1 its venv ships, the oldest pip we meet.
+    """
+    modern = not base.parent.parent.name.startswith("3.6")
+    subprocess.run([str(base), "-m", "venv", *(["--without-pip"] if modern else []), str(where)], check=True,
+                   capture_output=True, timeout=120)
+    py = str(where / "bin" / "python")
+    return [str(base), "-m", "pip", "--python", py] if modern else [py, "-m", "pip"]
+
+
+def pip_install(pip: list[str], wheelhouse: Path, *reqs: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*pip, "install", "--no-index", "--find-links", str(wheelhouse),
+                           "--disable-pip-version-check", *reqs], capture_output=True, text=True, timeout=180,
+                          check=False)
+
+
+def run_py(py: Path, code: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(py), "-c", code], capture_output=True, text=True, env=env, timeout=60,
+                          check=False)
+
+
+@pytest.mark.parametrize("version", ["3.6.15", "3.11.7"])
+def test_wheels_install_and_need_the_cann_environment(version, pkgdir, tmp_path):
+    base = PYENV / version / "bin" / "python"
+    if not base.exists():
+        pytest.skip(f"Python {version} is not installed under {PYENV}")
+    pip = make_venv(base, tmp_path / "venv")
+    py = tmp_path / "venv/bin/python"
+    res = pip_install(pip, pkgdir / "wheelhouse", "torch==2.1.0", "torch_npu==2.1.0.post3")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert run_py(py, "import torch; print(torch.__version__)").stdout == "2.1.0\n"
+    bare = run_py(py, IMPORT, env={"PATH": "/usr/bin:/bin"})
+    assert bare.returncode == 1
+    assert bare.stderr.splitlines()[-1] == (
+        "ImportError: libhccl.so: cannot open shared object file: No such file or directory")
+    assert "from torch_npu import _C" in bare.stderr
+    libs = tmp_path / "cann/lib64"
+    libs.mkdir(parents=True)
+    for lib in ("libhccl.so", "libascendcl.so"):
+        (libs / lib).touch()
+    ok = run_py(py, IMPORT, env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": f"/opt/none:{libs}"})
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout == "2.1.0 2.1.0.post3\n"
+
+
+def test_torch_npu_fails_against_another_torch_and_loads_after_set_env(pkgdir, node, tmp_path):
+    base = PYENV / "3.11.7" / "bin" / "python"
+    if not base.exists():
+        pytest.skip("Python 3.11.7 is not installed")
+    pip = make_venv(base, tmp_path / "venv")
+    py = tmp_path / "venv/bin/python"
+    res = pip_install(pip, pkgdir / "wheelhouse", "torch==2.8.0", "torch_npu==2.1.0.post3")
+    assert res.returncode == 0, res.stdout + res.stderr
+    # A real toolkit install provides the libraries; its set_env.sh puts them on LD_LIBRARY_PATH.
+    assert node.run("Ascend-cann-toolkit_8.0.0_linux-x86_64.run", "--install", "--quiet").returncode == 0
+    script = f'. "$ASCEND_SIM_FSROOT/usr/local/Ascend/ascend-toolkit/set_env.sh" && {py} -c "{IMPORT}"'
+    mismatch = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=node.env, check=False)
+    assert mismatch.returncode == 1
+    last = mismatch.stderr.splitlines()[-1]
+    assert last.startswith("ImportError: ") and "torch_npu/lib/libtorch_npu.so: undefined symbol: " in last
+    assert last.endswith("(torch_npu 2.1.0.post3 is built for torch 2.1.0, found torch 2.8.0)")
+    assert pip_install(pip, pkgdir / "wheelhouse", "torch==2.1.0").returncode == 0
+    ok = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=node.env, check=False)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout == "2.1.0 2.1.0.post3\n"
