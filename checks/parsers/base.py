@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ascend_ready.errors import ParseError
 
-__all__ = ["PARSERS", "Line", "ParsedModel", "fail", "get_parser", "numbered_lines", "parser"]
+__all__ = ["PARSERS", "Line", "ParsedModel", "fail", "get_parser", "kinds", "numbered_lines", "parser"]
 
 
 class ParsedModel(BaseModel):
@@ -76,8 +76,15 @@ def numbered_lines(text: str) -> Iterator[Line]:
         yield Line(raw, no)
 
 
-def fail(kind: str, reason: str, line: Line | str | None = None, *, line_no: int | None = None) -> ParseError:
-    """Build the ParseError for `line` (raise the result: `raise fail(...)`)."""
+def fail(kind: str, reason: str, line: Line | str | None = None, *, line_no: int | None = None,
+         hint: str | None = None) -> ParseError:
+    """Build the ParseError for `line` (raise the result: `raise fail(...)`); `hint` says what to do."""
     if isinstance(line, Line) and line_no is None:
         line_no = line.no
-    return ParseError(kind, reason, line_no=line_no, line=None if line is None else str(line))
+    return ParseError(kind, reason, line_no=line_no, line=None if line is None else str(line), hint=hint)
+
+
+def kinds() -> list[str]:
+    """Every registered output KIND, sorted (what `ascend-check parse --list` prints)."""
+    _load_all()
+    return sorted(PARSERS)

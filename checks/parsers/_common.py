@@ -1,0 +1,99 @@
+"""Small readers shared by the vendor-output parsers: numbers, NA cells, key/value lines, echoes.
+
+Private to the parsers package; every helper fails closed with a ParseError naming the line.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterator
+
+from ascend_ready.checks.parsers.base import Line, fail, numbered_lines
+
+#: Values the vendor tools print for "not available".
+NA_VALUES = frozenset({"NA", "N/A", "-", ""})
+
+#: A shell prompt or a command echo that pastes and collection scripts put above an output:
+#: `$ cmd`, `root@host:~# cmd`, `[sudo] password for ...`.
+_PROMPT_RE = re.compile(r"^(?:\$ |[\w.-]+@[\w.-]+:[^\s]*[#$] |\[sudo\] password for )")
+
+
+def is_prompt(line: str) -> bool:
+    """True for a shell-prompt line (`$ hccn_tool ...`, `root@n1:~# cat ...`)."""
+    return bool(_PROMPT_RE.match(line))
+
+
+def text_lines(kind: str, text: str) -> list[Line]:
+    """All lines of `text`; fails on input that is empty or binary (NUL bytes), naming the line."""
+    lines = list(numbered_lines(text))
+    for line in lines:
+        if "\x00" in line:
+            raise fail(kind, "binary data (NUL byte) in input", line)
+    if not any(line.strip() for line in lines):
+        raise fail(kind, "empty input",
+                   hint="the command printed nothing: check that it ran and its exit code")
+    return lines
+
+
+def content(lines: list[Line]) -> Iterator[Line]:
+    """Non-blank lines that are not shell prompts."""
+    return (line for line in lines if line.strip() and not is_prompt(line))
+
+
+def to_int(kind: str, value: str, line: Line, *, what: str = "number", base: int = 10) -> int:
+    """`value` as an int, or a ParseError naming `line`."""
+    try:
+        return int(value.strip(), base)
+    except ValueError:
+        raise fail(kind, f"{what} is not an integer: {value.strip()!r}", line) from None
+
+
+def to_float(kind: str, value: str, line: Line, *, what: str = "number") -> float:
+    """`value` as a float, or a ParseError naming `line`."""
+    try:
+        number = float(value.strip())
+    except ValueError:
+        raise fail(kind, f"{what} is not a number: {value.strip()!r}", line) from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise fail(kind, f"{what} is not a finite number: {value.strip()!r}", line)
+    return number
+
+
+def opt_int(kind: str, value: str, line: Line, *, what: str = "number") -> int | None:
+    """An int, or None for the tools' NA spellings."""
+    return None if value.strip() in NA_VALUES else to_int(kind, value, line, what=what)
+
+
+def opt_float(kind: str, value: str, line: Line, *, what: str = "number") -> float | None:
+    """A float, or None for the tools' NA spellings."""
+    return None if value.strip() in NA_VALUES else to_float(kind, value, line, what=what)
+
+
+def to_ip(kind: str, value: str, line: Line, *, what: str = "address") -> str:
+    """A dotted IPv4/IPv6 address, checked; returned in canonical form."""
+    try:
+        return str(ipaddress.ip_address(value.strip()))
+    except ValueError:
+        raise fail(kind, f"{what} is not an IP address: {value.strip()!r}", line) from None
+
+
+def key_values(kind: str, lines: list[Line], sep: str, *, comments: bool = False,
+               allow: re.Pattern[str] | None = None) -> list[tuple[str, str, Line]]:
+    """`key<sep>value` lines as (key, value, line); blank lines and prompts are skipped.
+
+    Lines matching `allow` are skipped too (a caller's known non-data lines); anything else
+    without the separator or with an empty key is a ParseError.
+    """
+    pairs = []
+    for line in content(lines):
+        stripped = line.strip()
+        if comments and stripped.startswith("#"):
+            continue
+        if allow is not None and allow.match(stripped):
+            continue
+        key, found, value = stripped.partition(sep)
+        if not found or not key.strip():
+            raise fail(kind, f"expected 'key{sep}value'", line)
+        pairs.append((key.strip(), value.strip(), line))
+    return pairs
