@@ -31,3 +31,78 @@ def samples_dir() -> Path:
 def sample():
     """`sample(name)` -> the sample's output text (header stripped)."""
     return read_sample
+
+
+# -- the simulated cluster (ascend-sim), shared by every test folder --------------------------------------
+
+#: the mixed 4-node cluster of the acceptance tests: Ubuntu, Kylin, CentOS (Python 3.6 only), openEuler/A3
+SIM_PROFILES = "a2-ubuntu2204,a2-kylinv10,a2-centos76,a3-openeuler2203"
+#: kept apart from a user's own cluster (/run/ascend-sim, 10.251.0.0/24)
+SIM_RUN_DIR = os.environ.get("ASCEND_SIM_TEST_RUN_DIR", "/run/ascend-sim-pytest")
+SIM_SUBNET = os.environ.get("ASCEND_SIM_TEST_SUBNET", "10.251.200.0/24")
+
+
+def sim_preconditions() -> str | None:
+    """Why the simulated cluster cannot run here, or None."""
+    import shutil
+
+    if os.geteuid() != 0:
+        return "the simulated cluster needs root"
+    if not shutil.which("debootstrap") or not shutil.which("nsenter"):
+        return "system packages missing: run scripts/system-deps.sh"
+    return None
+
+
+@pytest.fixture(scope="session")
+def sim_host() -> None:
+    """Skips the test where this machine cannot run the simulated cluster (not root, tools missing)."""
+    reason = sim_preconditions()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def sim_cluster(sim_host):
+    """A running 4-node cluster (profiles SIM_PROFILES) for the whole session, torn down at its end.
+
+    Yields `ascend_ready.sim.cluster.Cluster`; ASCEND_SIM_RUN_DIR points at it meanwhile, so `ascend-sim`
+    commands started by tests see it too.
+    """
+    import fcntl
+
+    from ascend_ready.sim import cluster as sim
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("ASCEND_SIM_RUN_DIR", SIM_RUN_DIR)
+    patch.setenv("ASCEND_SIM_SUBNET", SIM_SUBNET)
+    # Two pytest sessions on one machine take turns: the second waits rather than tearing down the first's.
+    with open(f"{SIM_RUN_DIR}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            sim.down()  # leftovers of an interrupted session
+            yield sim.up(4, SIM_PROFILES)
+        finally:
+            sim.down()
+            patch.undo()
+
+
+@pytest.fixture(scope="session")
+def sim_ssh(sim_cluster):
+    """`sim_ssh(node_name, user="root")` -> a connected paramiko client that trusts only known_hosts."""
+    import paramiko
+
+    clients = []
+
+    def connect(name: str, user: str = "root") -> paramiko.SSHClient:
+        node = sim_cluster.node(name)
+        client = paramiko.SSHClient()
+        client.load_host_keys(str(sim_cluster.known_hosts))
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        client.connect(node.ip, username=user, key_filename=str(sim_cluster.key_path),
+                       look_for_keys=False, allow_agent=False, timeout=10)
+        clients.append(client)
+        return client
+
+    yield connect
+    for client in clients:
+        client.close()

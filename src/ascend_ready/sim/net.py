@@ -1,0 +1,140 @@
+"""The simulated cluster's private network: a bridge in a hub namespace, one veth per node, one for the host.
+
+The host keeps a blackhole route for the subnet forever, so no packet for it can leave the machine even
+when the cluster is down. Nodes' default route points at the hub, which routes nowhere: facts such as
+Ansible's default_ipv4 look as on a real host, yet nothing a node sends can leave the subnet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import subprocess
+from dataclasses import dataclass
+
+from ascend_ready.errors import SimError
+
+DEFAULT_SUBNET = "10.251.0.0/24"
+# Lower priority than the connected route of the host veth, which wins while the cluster is up.
+BLACKHOLE_METRIC = 4000000000
+
+
+@dataclass(frozen=True)
+class Network:
+    subnet: ipaddress.IPv4Network
+    tag: str  # short, per run dir: keeps interface and namespace names of two run dirs apart
+
+    @classmethod
+    def for_run_dir(cls, run_dir: str, subnet: str | None = None) -> Network:
+        net = ipaddress.ip_network(subnet or os.environ.get("ASCEND_SIM_SUBNET", DEFAULT_SUBNET))
+        if not net.is_private:
+            raise SimError(f"subnet {net} is not private",
+                           hint="use an RFC 1918 subnet such as 10.251.0.0/24")
+        if net.num_addresses < 16:
+            raise SimError(f"subnet {net} is too small", hint="use a /24 or larger")
+        return cls(net, hashlib.sha256(run_dir.encode()).hexdigest()[:4])
+
+    @property
+    def hub(self) -> str:
+        return f"ascend-sim-{self.tag}"
+
+    @property
+    def host_if(self) -> str:
+        return f"asim{self.tag}h"
+
+    def node_if(self, index: int) -> str:
+        return f"asim{self.tag}n{index}"
+
+    @property
+    def host_ip(self) -> str:
+        return str(self.subnet.network_address + 1)
+
+    @property
+    def gateway_ip(self) -> str:
+        """The hub's own address: a dead-end gateway (no route beyond the subnet, no forwarding)."""
+        return str(self.subnet.broadcast_address - 1)
+
+    def node_ip(self, index: int) -> str:
+        """Node i (from 1) gets .10+i, leaving the low addresses to the host side."""
+        addr = self.subnet.network_address + 10 + index
+        if addr not in self.subnet or addr >= self.subnet.broadcast_address - 1:
+            raise SimError(f"no address left in {self.subnet} for node {index}", hint="use a larger subnet")
+        return str(addr)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def check_free(self) -> None:
+        """Refuse a subnet that this machine already routes (another cluster, a real network)."""
+        in_use = [r for r in _ip(["-o", "route", "show", "root", str(self.subnet)]).stdout.splitlines()
+                  if not r.startswith("blackhole")]
+        if in_use:
+            raise SimError(f"subnet {self.subnet} is already routed on this machine: {in_use[0].strip()}",
+                           hint="another cluster may be running there; pick another with --subnet or "
+                                "ASCEND_SIM_SUBNET")
+
+    def create_hub(self) -> None:
+        self.check_free()
+        self.ensure_blackhole()
+        _ip(["netns", "add", self.hub])
+        _ip_batch([
+            "link add br0 type bridge",
+            "link set lo up",
+            "link set br0 up",
+            f"addr add {self.gateway_ip}/{self.subnet.prefixlen} dev br0",
+        ], netns=self.hub)
+        _ip(["link", "add", self.host_if, "type", "veth", "peer", "name", "host0", "netns", self.hub])
+        _ip_batch(["link set host0 master br0", "link set host0 up"], netns=self.hub)
+        # Nothing that arrives from the cluster may be forwarded by the host, even where ip_forward is on.
+        for knob in (f"ipv4/conf/{self.host_if}/forwarding", f"ipv6/conf/{self.host_if}/disable_ipv6"):
+            with open(f"/proc/sys/net/{knob}", "w") as fh:
+                fh.write("0" if "forwarding" in knob else "1")
+        _ip_batch([f"addr add {self.host_ip}/{self.subnet.prefixlen} dev {self.host_if}",
+                   f"link set {self.host_if} up"])
+
+    def ensure_blackhole(self) -> None:
+        _ip(["route", "replace", "blackhole", str(self.subnet), "metric", str(BLACKHOLE_METRIC)])
+
+    def attach(self, index: int, pid: int) -> None:
+        """Give node `index` (PID `pid`) its eth0 on the hub bridge and its address."""
+        hub_if = self.node_if(index)
+        _ip(["link", "add", hub_if, "netns", self.hub, "type", "veth",
+             "peer", "name", "eth0", "netns", str(pid)])
+        _ip_batch([f"link set {hub_if} master br0", f"link set {hub_if} up"], netns=self.hub)
+        _ip_batch(["link set lo up",
+                   f"addr add {self.node_ip(index)}/{self.subnet.prefixlen} dev eth0",
+                   "link set eth0 up",
+                   f"route add default via {self.gateway_ip} dev eth0"], pid=pid)
+
+    def destroy(self) -> None:
+        """Remove the hub and the host veth (and so the connected route); the blackhole route stays."""
+        if self.hub in netns_list():
+            _ip(["netns", "del", self.hub])
+        if os.path.exists(f"/sys/class/net/{self.host_if}"):
+            _ip(["link", "del", self.host_if], check=False)
+
+    def exists(self) -> bool:
+        return self.hub in netns_list()
+
+
+def netns_list() -> list[str]:
+    return sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else []
+
+
+def _ip(args: list[str], *, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise SimError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+    return proc
+
+
+def _ip_batch(lines: list[str], *, netns: str | None = None, pid: int | None = None) -> None:
+    cmd = ["ip"]
+    if netns:
+        cmd += ["-n", netns]
+    if pid:
+        cmd = ["nsenter", f"--net=/proc/{pid}/ns/net", *cmd]
+    proc = subprocess.run([*cmd, "-batch", "-"], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SimError(f"{' '.join(cmd)} -batch: {proc.stderr.strip()}")

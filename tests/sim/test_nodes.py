@@ -1,0 +1,175 @@
+"""Every node of the shared 4-node cluster is its own machine: hostname, IP, OS, Python, keys, devices."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from ascend_ready.sim.cluster import NODE_TOOLS
+
+pytestmark = pytest.mark.sim
+
+NODES = ["node01", "node02", "node03", "node04"]
+# profile per node (tests/conftest.py SIM_PROFILES): what the node's OS must say it is
+OS_RELEASE = {
+    "node01": ('ID=ubuntu', 'VERSION_ID="22.04"'),
+    "node02": ('ID="kylin"', 'VERSION_ID="V10"'),
+    "node03": ('ID="centos"', 'VERSION_ID="7"'),
+    "node04": ('ID="openEuler"', 'VERSION_ID="22.03"'),
+}
+FACTS = {  # Ansible distribution facts as on the real OS
+    "node01": ("Ubuntu", "22.04", "22", "Debian"),
+    "node02": ("Kylin Linux Advanced Server", "V10", "V10", "RedHat"),
+    "node03": ("CentOS", "7.6", "7", "RedHat"),
+    "node04": ("openEuler", "22.03", "22", "RedHat"),
+}
+PYTHON = {"node01": "3.11", "node02": "3.7.16", "node03": "3.6.15", "node04": "3.9.18"}
+
+
+@pytest.mark.parametrize("name", NODES)
+def test_node_identity_over_ssh(sim_cluster, remote, name):
+    node = sim_cluster.node(name)
+    r = remote(name, "hostname; hostname -I; cat /etc/os-release")
+    assert r.rc == 0, r.err
+    hostname, ips, os_release = r.out.split("\n", 2)
+    assert hostname == name
+    assert ips.split() == [node.ip]
+    for line in OS_RELEASE[name]:
+        assert line in os_release.splitlines()
+
+
+def test_nodes_reach_each_other_by_name(remote):
+    r = remote("node01", "ping -c1 -W2 node04 >/dev/null && getent hosts node03")
+    assert r.rc == 0, r.err
+    assert r.out.split()[1] == "node03"
+
+
+def test_sudo_user_logs_in_with_the_same_key(remote):
+    r = remote("node02", "id -un; sudo -n id -u", user="ascend")
+    assert (r.rc, r.out) == (0, "ascend\n0\n")
+
+
+def test_known_hosts_is_enforced(sim_cluster):
+    """Each node has its own host key: presenting node01's key where node02's is expected is refused."""
+    keys = paramiko.HostKeys(str(sim_cluster.known_hosts))
+    node1, node2 = sim_cluster.node("node01"), sim_cluster.node("node02")
+    assert keys.lookup(node1.ip)["ssh-ed25519"] != keys.lookup(node2.ip)["ssh-ed25519"]
+    swapped = paramiko.SSHClient()
+    swapped.get_host_keys().add(node2.ip, "ssh-ed25519", keys.lookup(node1.ip)["ssh-ed25519"])
+    swapped.set_missing_host_key_policy(paramiko.RejectPolicy())
+    with pytest.raises(paramiko.BadHostKeyException):
+        swapped.connect(node2.ip, username="root", key_filename=str(sim_cluster.key_path),
+                        look_for_keys=False, allow_agent=False, timeout=10)
+    unknown = paramiko.SSHClient()
+    unknown.set_missing_host_key_policy(paramiko.RejectPolicy())
+    with pytest.raises(paramiko.SSHException, match="not found in known_hosts"):
+        unknown.connect(node2.ip, username="root", key_filename=str(sim_cluster.key_path),
+                        look_for_keys=False, allow_agent=False, timeout=10)
+
+
+def test_openssh_client_uses_the_generated_ssh_config(sim_cluster):
+    cmd = ["ssh", "-F", str(sim_cluster.ssh_config), "-o", "BatchMode=yes", "node03", "hostname"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    assert (proc.returncode, proc.stdout) == (0, "node03\n"), proc.stderr
+
+
+@pytest.mark.parametrize("name", NODES)
+def test_python_is_the_profiles_only_one(remote, name):
+    r = remote(name, "python3 --version; ls /usr/bin | grep -E '^python' | sort | tr '\\n' ' '")
+    assert r.rc == 0, r.err
+    version, listed = r.out.splitlines()
+    assert version.startswith(f"Python {PYTHON[name]}")
+    series = ".".join(PYTHON[name].split(".")[:2])
+    assert listed.split() == ["python3", f"python{series}"]
+
+
+def test_centos_reports_glibc_217(remote):
+    r = remote("node03", "ldd --version | head -1; getconf GNU_LIBC_VERSION; getconf PAGESIZE")
+    assert r.out.splitlines() == ["ldd (GNU libc) 2.17", "glibc 2.17", "4096"]
+
+
+def test_private_interpreter_imports_the_package(remote):
+    r = remote("node03", "PYTHONPATH=/opt/ascend-sim/lib /opt/ascend-sim/bin/python3 -c "
+                         "'import sys, ascend_ready.sim; print(sys.version_info[:2])'; "
+                         "touch /opt/ascend-sim/lib/ascend_ready/x")
+    assert r.out == "(3, 11)\n"
+    assert "Read-only file system" in r.err  # the host's package is lent read-only
+
+
+def test_ansible_setup_facts_per_profile(sim_cluster):
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible")), "-i", str(sim_cluster.inventory_path), "all",
+         "-m", "setup", "-a", "filter=ansible_distribution*,ansible_os_family,ansible_hostname,"
+                              "ansible_default_ipv4,ansible_python_version", "-o"],
+        capture_output=True, text=True, timeout=180, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    facts = {}
+    for line in proc.stdout.splitlines():
+        host, _, rest = line.partition(" | SUCCESS => ")
+        facts[host] = json.loads(rest)["ansible_facts"]
+    assert sorted(facts) == NODES
+    for name, (dist, version, major, family) in FACTS.items():
+        f = facts[name]
+        got = (f["ansible_distribution"], f["ansible_distribution_version"],
+               f["ansible_distribution_major_version"], f["ansible_os_family"])
+        assert got == (dist, version, major, family)
+        assert f["ansible_hostname"] == name
+        assert f["ansible_default_ipv4"]["address"] == sim_cluster.node(name).ip
+        assert f["ansible_python_version"].startswith(PYTHON[name])
+
+
+def test_npu_device_nodes(sim_cluster, remote):
+    hw = pytest.importorskip("ascend_ready.sim.hw", reason="hardware model not installed yet")
+    state = json.loads((sim_cluster.node("node01").simdir(sim_cluster.run_dir) / "state.json").read_text())
+    expected = sorted(d["path"] for d in hw.device_nodes(state))
+    r = remote("node01", "find /dev -type c \\( -name 'davinci*' -o -name devmm_svm -o -name hisi_hdc \\)")
+    assert sorted(r.out.split()) == expected
+    assert "/dev/davinci7" in expected
+
+
+def test_fake_pci_tree_resolves_inside_sys_devices(remote):
+    r = remote("node01", "ls /sys/bus/pci/devices | head -50; readlink -f /sys/bus/pci/devices/0000:c1:00.0; "
+                         "cat /sys/bus/pci/devices/0000:c1:00.0/vendor; ls /sys/class/net")
+    if "0000:c1:00.0" not in r.out:
+        pytest.skip("hardware model wrote no PCI tree")
+    lines = r.out.splitlines()
+    assert "/sys/devices/pci0000:c0/0000:c0:00.0/0000:c1:00.0" in lines
+    assert "0x19e5" in lines  # Huawei
+    assert lines[-2:] == ["eth0", "lo"]  # the real sysfs still shows the node's own interfaces
+
+
+def test_lspci_and_dmesg_on_a_bare_node(remote):
+    if not (NODE_TOOLS / "lspci").is_file():
+        pytest.skip("fake lspci not written yet by the hardware part (src/ascend_ready/sim/node/bin/lspci)")
+    r = remote("node01", "command -v lspci dmesg; lspci | grep -c 'Processing accelerators: Huawei'")
+    assert r.out.splitlines() == ["/usr/local/sbin/lspci", "/usr/local/bin/dmesg", "8"]
+
+
+def test_host_kernel_log_and_clock_are_out_of_reach(remote):
+    """The node's root gets EPERM for the host's kernel log and clock (seccomp), as in a container."""
+    r = remote("node01", "/usr/bin/dmesg; echo rc=$?; date -s '2001-01-01' >/dev/null; echo rc=$?; "
+                         "timeout 2 cat /proc/kmsg | wc -c")
+    assert "Operation not permitted" in r.err
+    assert r.out.split() == ["rc=1", "rc=1", "0"]  # /proc/kmsg is masked (reading it drains the host's log)
+
+
+def test_killed_sshd_is_restarted_and_the_node_survives(sim_cluster, remote):
+    node = sim_cluster.node("node04")
+    r = remote("node04", "pkill -x sshd; true")  # also ends this session
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            r = remote("node04", "echo back")
+            break
+        except (paramiko.SSHException, OSError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    assert r.out == "back\n"
+    assert node.alive()

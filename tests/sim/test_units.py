@@ -1,0 +1,176 @@
+"""Simulator core pieces that need no root: profiles, addressing, inventory text, knob semantics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ascend_ready.errors import ConfigError, SimError
+from ascend_ready.sim import cli, inventory, knobs, profiles
+from ascend_ready.sim.cluster import Cluster, Node
+from ascend_ready.sim.faults import parse_params
+from ascend_ready.sim.net import Network
+
+
+def test_profiles_cycle_over_nodes():
+    got = [p.name for p in profiles.assign(5, "a2-ubuntu2204, a2-centos76")]
+    assert got == ["a2-ubuntu2204", "a2-centos76", "a2-ubuntu2204", "a2-centos76", "a2-ubuntu2204"]
+    assert [p.name for p in profiles.assign(2, None)] == [profiles.default_profile()] * 2
+
+
+def test_profile_parts():
+    p = profiles.get("a3-centos76")
+    assert (p.hardware, p.os.name, p.os.python, p.os.python_series, p.os.glibc) == (
+        "atlas-800t-a3", "centos76", "3.6.15", "3.6", "2.17")
+    assert profiles.get("a2-ubuntu2204").os.python == "system"
+    assert dict(profiles.get("a2-ubuntu2204").os.knobs) == {"thp_enabled": "madvise"}
+    for name in profiles.names():  # every override is a value the kernel would accept
+        spec = profiles.get(name).os
+        for knob, value in spec.knobs:
+            assert knobs.parse_write(knob, value.encode(), dict(spec.knob_choices).get(knob)) == value
+
+
+@pytest.mark.parametrize("bad", ["a9-ubuntu2204", "a2-windows", "a2", ""])
+def test_unknown_profile_is_a_config_error(bad):
+    with pytest.raises(ConfigError):
+        profiles.assign(1, bad or ",")
+
+
+def test_every_profile_hardware_exists_in_the_hardware_model():
+    hw = pytest.importorskip("ascend_ready.sim.hw")
+    for name in profiles.names():
+        assert profiles.get(name).hardware in hw.HARDWARE, name
+
+
+def test_every_os_has_identity_files_and_a_source():
+    for name in profiles.names():
+        spec = profiles.get(name).os
+        assert (spec.files / "etc" / "os-release").is_file(), name
+        assert (spec.files.parent / "SOURCE").read_text().strip(), name
+
+
+def test_addressing_stays_inside_the_private_subnet():
+    net = Network.for_run_dir("/run/x", "10.251.7.0/24")
+    assert (net.host_ip, net.gateway_ip, net.node_ip(1), net.node_ip(8)) == (
+        "10.251.7.1", "10.251.7.254", "10.251.7.11", "10.251.7.18")
+    with pytest.raises(SimError):
+        net.node_ip(244)  # would be the gateway
+    assert len(net.host_if) <= 15 and len(net.node_if(999)) <= 15  # Linux interface-name limit
+    assert Network.for_run_dir("/run/a").tag != Network.for_run_dir("/run/b").tag
+    with pytest.raises(SimError, match="not private"):
+        Network.for_run_dir("/run/x", "8.8.8.0/24")
+
+
+def test_inventory_pins_known_hosts_and_key(tmp_path: Path):
+    c = Cluster(run_dir=tmp_path, subnet="10.251.0.0/24", base="/b", nodes=[
+        Node("node01", 1, "10.251.0.11", "a2-centos76", "atlas-800t-a2", "centos76")])
+    text = inventory.ini(c)
+    assert "node01 ansible_host=10.251.0.11 ascend_sim_profile=a2-centos76" in text
+    assert f"ansible_ssh_private_key_file={tmp_path}/ssh/id_ed25519" in text
+    assert (f"ansible_ssh_common_args='-o UserKnownHostsFile={tmp_path}/known_hosts "
+            "-o StrictHostKeyChecking=yes") in text
+    cfg = inventory.ssh_config(c)
+    assert "Host node01 10.251.0.11\n  HostName 10.251.0.11\n" in cfg
+    assert "StrictHostKeyChecking yes" in cfg
+
+
+@pytest.mark.parametrize(("name", "value", "shown"), [
+    ("thp_enabled", "never", "always madvise [never]\n"),
+    ("thp_enabled", "always", "[always] madvise never\n"),
+    ("thp_defrag", "defer+madvise", "always defer [defer+madvise] madvise never\n"),
+    ("numa_balancing", "0", "0\n"),
+])
+def test_knob_render_is_kernel_format(name, value, shown):
+    assert knobs.render(name, value) == shown
+
+
+@pytest.mark.parametrize(("name", "data", "value"), [
+    ("thp_enabled", b"never\n", "never"), ("thp_enabled", b"madvise", "madvise"),
+    ("numa_balancing", b"0\n", "0"), ("numa_balancing", b"  1 \n", "1"),
+])
+def test_knob_writes_the_kernel_accepts(name, data, value):
+    assert knobs.parse_write(name, data) == value
+
+
+@pytest.mark.parametrize(("name", "data"), [
+    ("thp_enabled", b"[never]\n"), ("thp_enabled", b"never\n\n"), ("thp_enabled", b"Never"),
+    ("thp_defrag", b"sometimes\n"), ("numa_balancing", b"7\n"), ("numa_balancing", b"on\n"),
+    ("numa_balancing", b"\xff"),
+])
+def test_knob_writes_the_kernel_refuses(name, data):
+    with pytest.raises(knobs.KnobError):
+        knobs.parse_write(name, data)
+
+
+def test_knob_choices_of_an_older_kernel(tmp_path: Path):
+    centos = dict(profiles.get("a2-centos76").os.knob_choices)
+    store = knobs.KnobStore(tmp_path / "knobs.json", centos)
+    store.write("thp_defrag", b"never\n")
+    assert store.read("thp_defrag") == b"always madvise [never]\n"
+    with pytest.raises(knobs.KnobError):
+        store.write("thp_defrag", b"defer\n")
+
+
+def test_knob_store_persists(tmp_path: Path):
+    store = knobs.KnobStore(tmp_path / "knobs.json")
+    store.write("thp_enabled", b"never\n")
+    assert knobs.KnobStore(tmp_path / "knobs.json").read("thp_enabled") == b"always madvise [never]\n"
+
+
+def test_fault_params_are_typed():
+    assert parse_params(["npu=3", "level=Alarm", "temp_c=96.5", "flag=true"]) == {
+        "npu": 3, "level": "Alarm", "temp_c": 96.5, "flag": True}
+    with pytest.raises(ConfigError):
+        parse_params(["novalue"])
+
+
+@pytest.mark.parametrize("argv", [["up", "2"], ["down"], ["status"], ["exec", "node01", "--", "true"],
+                                  ["inventory"], ["run", "--", "true"], ["fault", "node01", "--clear"],
+                                  ["base", "build"]])
+def test_cli_without_root_says_so_and_exits_2(monkeypatch, argv):
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    result = CliRunner().invoke(cli.main, argv)
+    assert result.exit_code == 2
+    assert "error: ascend-sim needs root" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cli_help_needs_no_root(monkeypatch):
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    result = CliRunner().invoke(cli.main, ["up", "--help"])
+    assert result.exit_code == 0 and "--profile" in result.output
+
+
+def test_cli_profiles_lists_every_profile():
+    result = CliRunner().invoke(cli.main, ["profiles"])
+    assert result.exit_code == 0
+    assert result.output.count("\n") == len(profiles.names())
+    assert "a2-centos76\tatlas-800t-a2\tCentOS Linux 7.6.1810 (Core)" in result.output
+
+
+def test_knob_fuse_protocol(tmp_path: Path):
+    """The FUSE request handler, driven as the kernel would: init, lookup, read, write, bad write."""
+    import errno
+    import struct
+
+    fs = knobs.KnobFs(knobs.KnobStore(tmp_path / "knobs.json"))
+    init = fs.handle(knobs.FUSE_INIT, 0, struct.pack("<IIII", 7, 38, 131072, 0))
+    assert len(init) == 64 and struct.unpack_from("<II", init) == (7, 31)
+    entry = fs.handle(knobs.FUSE_LOOKUP, knobs.ROOT_ID, b"thp_enabled\0")
+    nodeid = struct.unpack_from("<Q", entry)[0]
+    with pytest.raises(OSError) as missing:
+        fs.handle(knobs.FUSE_LOOKUP, knobs.ROOT_ID, b"swappiness\0")
+    assert missing.value.errno == errno.ENOENT
+    read_in = struct.pack("<QQIIQII", 0, 0, 4096, 0, 0, 0, 0)
+    assert fs.handle(knobs.FUSE_READ, nodeid, read_in) == b"[always] madvise never\n"
+    write_in = struct.pack("<QQIIQII", 0, 0, 6, 0, 0, 0, 0) + b"never\n"
+    assert fs.handle(knobs.FUSE_WRITE, nodeid, write_in) == struct.pack("<II", 6, 0)
+    assert fs.handle(knobs.FUSE_READ, nodeid, read_in) == b"always madvise [never]\n"
+    bad = struct.pack("<QQIIQII", 0, 0, 4, 0, 0, 0, 0) + b"all\n"
+    with pytest.raises(OSError) as invalid:
+        fs.handle(knobs.FUSE_WRITE, nodeid, bad)
+    assert invalid.value.errno == errno.EINVAL
+    listing = fs.handle(knobs.FUSE_READDIR, knobs.ROOT_ID, read_in)
+    assert all(name.encode() in listing for name in knobs.SPECS)
