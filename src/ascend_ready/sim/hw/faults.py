@@ -1,0 +1,235 @@
+"""Fault injection on a node's hardware state: the catalogue (FAULTS), pure inject/clear, root edits.
+
+Each fault both changes the state fields the vendor tools render and is recorded in state["faults"],
+so `clear_faults` can rebuild the healthy state and the node view can resolve NIC overrides.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ascend_ready.errors import SimError
+from ascend_ready.sim.hw.state import find_chip_by_logic, find_npu, initial_state
+
+#: Error codes and their `npu-smi info -t health` information lines. The Alarm trio is the MindCluster
+#: FaultDiag capture (npu-smi-info-t-health_alarm-multicode sample); Warning reuses its process-manager code.
+ERROR_INFO = {
+    "A4025021": "ascend_monitor adda heart beat lost error",
+    "8C03A000": "node type=process-manager, sensor type=General Software, "
+                "event state=The process start failed or exit abnormally",
+    "8C084E00": "node type=adda, sensor type=Heartbeat Sensor, event state=Heartbeat Lost.",
+}
+DEFAULT_CODES = {"Warning": ["8C03A000"], "Alarm": ["A4025021", "8C03A000", "8C084E00"],
+                 "Critical": ["A4025021"]}
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """One fault kind: what it breaks, which tool outputs show it, and its parameters (name -> default)."""
+
+    description: str
+    shows_in: tuple[str, ...]
+    params: dict = field(default_factory=dict)
+    param_help: dict = field(default_factory=dict)
+
+
+FAULTS: dict[str, FaultSpec] = {
+    "chip-health": FaultSpec(
+        "chip health degraded with error codes", ("npu-smi info", "npu-smi info -t health"),
+        {"npu": None, "chip": 0, "level": "Alarm", "codes": None},
+        {"npu": "NPU id (default: first)", "chip": "chip id within the NPU",
+         "level": "Warning | Alarm | Critical", "codes": "hex error codes (default per level)"}),
+    "hot-chip": FaultSpec(
+        "chip running hot", ("npu-smi info", "npu-smi info -t temp", "npu-smi info -t common"),
+        {"npu": None, "chip": 0, "temp_c": 96}, {"temp_c": "chip temperature in C"}),
+    "stray-process": FaultSpec(
+        "a leftover process holds device memory",
+        ("npu-smi info", "npu-smi info -t usages", "npu-smi info -t common"),
+        {"npu": None, "chip": 0, "pid": 31337, "name": "python3", "memory_mb": 20480},
+        {"memory_mb": "memory the process holds (HBM on 910, DDR on 310P)"}),
+    "pcie-width": FaultSpec(
+        "NPU PCIe link trained at a reduced width", ("sysfs", "lspci -vvv", "dmesg"),
+        {"npu": None, "width": 8}, {"width": "trained lane count"}),
+    "pcie-speed": FaultSpec(
+        "NPU PCIe link trained at a reduced speed", ("sysfs", "lspci -vvv", "dmesg"),
+        {"npu": None, "speed": 8.0}, {"speed": "trained speed in GT/s"}),
+    "npu-missing": FaultSpec(
+        "an NPU fell off the PCIe bus", ("sysfs", "lspci", "npu-smi info", "/dev/davinci*", "dmesg"),
+        {"npu": None}, {}),
+    "link-down": FaultSpec(
+        "device RoCE port link DOWN", ("hccn_tool -link", "hccn_tool -net_health", "hccn_tool -link_stat",
+                                       "hccn_tool -ping", "hccn_tool -optical"),
+        {"device": 0}, {"device": "device (logic) id"}),
+    "net-health-fault": FaultSpec(
+        "device network health check fails", ("hccn_tool -net_health",), {"device": 0, "status": "Fault"},
+        {"status": "reported status: Fault | Socket failed | Init"}),
+    "device-ip-missing": FaultSpec(
+        "device NIC has no IP address", ("hccn_tool -ip", "hccn_tool -ping"), {"device": 0}, {}),
+    "device-ip-duplicate": FaultSpec(
+        "device NIC carries another device's IP", ("hccn_tool -ip",), {"device": 1, "same_as": 0},
+        {"same_as": "device whose address is copied"}),
+    "tls-mismatch": FaultSpec(
+        "one device's TLS switch differs", ("hccn_tool -tls",), {"device": 0, "enable": 1}, {}),
+    "driver-version-drift": FaultSpec(
+        "installed driver version.info differs from the fleet (apply_root_faults)",
+        ("driver version.info", "npu-smi info", "npu-smi info -t board"), {"version": "23.0.6"}, {}),
+    "firmware-version-drift": FaultSpec(
+        "installed firmware version.info differs from the fleet (apply_root_faults)",
+        ("firmware version.info", "npu-smi info -t board"), {"version": "7.1.0.5.220"}, {}),
+    "npu-smi-hang": FaultSpec("npu-smi blocks forever", ("npu-smi",), {}, {}),
+}
+
+
+_INT_PARAMS = {"npu", "chip", "temp_c", "pid", "memory_mb", "width", "device", "same_as", "enable"}
+
+
+def _coerce(kind: str, name: str, value):
+    """Parameters also arrive as strings (`ascend-sim fault node01 hot-chip temp_c=99`)."""
+    try:
+        if name in _INT_PARAMS and value is not None:
+            return int(value)
+        if name == "speed":
+            return float(value)
+    except (TypeError, ValueError):
+        raise SimError(f"fault {kind}: {name}={value!r} is not a number") from None
+    if name == "codes" and isinstance(value, str):
+        return value.replace(",", " ").split()
+    return value
+
+
+def _params(kind: str, given: dict) -> dict:
+    spec = FAULTS[kind]
+    unknown = set(given) - set(spec.params)
+    if unknown:
+        raise SimError(f"fault {kind}: unknown parameter(s) {', '.join(sorted(unknown))}",
+                       hint=f"parameters of {kind}: {', '.join(spec.params) or 'none'}")
+    return {name: _coerce(kind, name, value) for name, value in {**spec.params, **given}.items()}
+
+
+def _chip(state: dict, params: dict) -> tuple[dict, dict]:
+    npu_id = params["npu"] if params["npu"] is not None else state["npus"][0]["id"]
+    npu = find_npu(state, npu_id, present_only=False)
+    if npu is None or not 0 <= params.get("chip", 0) < len(npu["chips"]):
+        raise SimError(f"no NPU {npu_id} chip {params.get('chip', 0)} on {state['node']['name']}")
+    params["npu"] = npu_id
+    return npu, npu["chips"][params.get("chip", 0)]
+
+
+def _function(state: dict, params: dict) -> dict:
+    npu = _chip(state, params)[0]
+    return next(f for f in state["pci_functions"] if f["npu_id"] == npu["id"])
+
+
+def _device(state: dict, key: str, params: dict) -> dict:
+    hit = find_chip_by_logic(state, params[key])
+    if hit is None or hit[1]["nic"] is None:
+        raise SimError(f"no device NIC {params[key]} on {state['node']['name']} ({state['hardware']})")
+    return hit[1]
+
+
+def inject_fault(state: dict, kind: str, **params) -> dict:
+    """A copy of `state` with fault `kind` applied (see FAULTS for kinds and parameters)."""
+    if kind not in FAULTS:
+        raise SimError(f"unknown fault {kind!r}", hint=f"known faults: {', '.join(FAULTS)}")
+    new = copy.deepcopy(state)
+    p = _params(kind, params)
+    if kind == "chip-health":
+        if p["level"] not in DEFAULT_CODES:
+            raise SimError(f"chip-health level must be one of {', '.join(DEFAULT_CODES)}, not {p['level']!r}")
+        _npu, chip = _chip(new, p)
+        chip["health"] = p["level"]
+        chip["error_codes"] = list(p["codes"] or DEFAULT_CODES[p["level"]])
+    elif kind == "hot-chip":
+        _chip(new, p)[1]["temp_c"] = int(p["temp_c"])
+    elif kind == "stray-process":
+        npu, chip = _chip(new, p)
+        new["processes"].append({"npu_id": npu["id"], "chip_id": chip["chip_id"], "pid": int(p["pid"]),
+                                 "name": p["name"], "memory_mb": int(p["memory_mb"])})
+    elif kind == "pcie-width":
+        fn = _function(new, p)
+        fn["link_trained"] = {"speed": min(fn["link_cap"]["speed"], fn["root_port"]["speed"]),
+                              "width": int(p["width"])}
+    elif kind == "pcie-speed":
+        fn = _function(new, p)
+        fn["link_trained"] = {"speed": float(p["speed"]),
+                              "width": min(fn["link_cap"]["width"], fn["root_port"]["width"])}
+    elif kind == "npu-missing":
+        _chip(new, p)[0]["present"] = False
+    elif kind == "link-down":
+        nic = _device(new, "device", p)["nic"]
+        nic["link"] = "DOWN"
+        nic["link_events"].append([nic["link_events"][-1][0] + 3600, "DOWN"])
+    elif kind == "net-health-fault":
+        _device(new, "device", p)["nic"]["net_health"] = p["status"]
+    elif kind in ("device-ip-missing", "tls-mismatch"):
+        _device(new, "device", p)
+    elif kind == "device-ip-duplicate":
+        _device(new, "device", p)
+        _device(new, "same_as", p)
+    elif kind == "npu-smi-hang":
+        new["hang"] = sorted({*new["hang"], "npu-smi"})
+    new["fault_seq"] = new.get("fault_seq", 0) + 1
+    new["faults"].append({"id": new["fault_seq"], "kind": kind, "params": p})
+    return new
+
+
+def clear_faults(state: dict) -> dict:
+    """The healthy state of the same node (fault ids keep counting so stamps never repeat)."""
+    node = state["node"]
+    new = initial_state(state["hardware"], node_index=node["index"], node_name=node["name"])
+    new["fault_seq"] = state.get("fault_seq", 0)
+    return new
+
+
+# ---------------------------------------------------------------- faults that edit node files
+
+# (file, keys that carry the version): the driver's package_version is its own version, while the
+# firmware's package_version names the HDK package it came in and stays.
+_VERSION_FILES = {"driver-version-drift": ("usr/local/Ascend/driver/version.info",
+                                           ("Version", "package_version")),
+                  "firmware-version-drift": ("usr/local/Ascend/firmware/version.info", ("Version",))}
+_ORIGINALS = "var/lib/ascend-sim/runtime/root-faults.json"
+
+
+def _with_version(text: str, version: str, keys: tuple[str, ...]) -> str:
+    out = []
+    for line in text.splitlines(keepends=True):
+        key = line.split("=", 1)[0]
+        out.append(f"{key}={version}\n" if key in keys else line)
+    return "".join(out)
+
+
+def apply_root_faults(state: dict, root: Path) -> None:
+    """Make the node's files match the version-drift faults of `state` (root = the node's `/`).
+
+    The pristine file is kept in the simdir (runtime/root-faults.json) and put back once the fault is
+    cleared, unless something (a reinstall) rewrote the file in between. Files not installed yet are left
+    alone: drift applies to what is installed.
+    """
+    root = Path(root)
+    book_path = root / _ORIGINALS
+    try:
+        book = json.loads(book_path.read_text())
+    except (OSError, ValueError):
+        book = {}
+    wanted = {f["kind"]: f["params"]["version"] for f in state["faults"] if f["kind"] in _VERSION_FILES}
+    for kind, (rel, keys) in _VERSION_FILES.items():
+        path = root / rel
+        entry = book.get(kind)
+        current = path.read_text() if path.is_file() else None
+        if kind in wanted and current is not None:
+            if entry is None or current != entry["written"]:
+                entry = {"original": current, "written": None}
+            entry["written"] = _with_version(entry["original"], wanted[kind], keys)
+            path.write_text(entry["written"])
+            book[kind] = entry
+        elif kind not in wanted and entry is not None:
+            if current == entry["written"]:
+                path.write_text(entry["original"])
+            del book[kind]
+    if book or book_path.exists():
+        book_path.parent.mkdir(parents=True, exist_ok=True)
+        book_path.write_text(json.dumps(book, indent=1))
