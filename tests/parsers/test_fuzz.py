@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from ascend_ready.checks.parsers.base import ParsedModel, get_parser, kinds
-from conftest import SAMPLES_DIR, read_sample
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sample_support import SAMPLES_DIR, read_sample
 
 from ascend_ready.errors import ParseError
 

@@ -7,9 +7,9 @@ import json
 import pytest
 from ascend_ready.checks.parsers.base import get_parser
 from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info as parse
-from conftest import read_sample
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sample_support import read_sample
 
 from ascend_ready.errors import ParseError
 

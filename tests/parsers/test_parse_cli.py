@@ -6,7 +6,7 @@ import json
 
 from ascend_ready.checks.parse_cli import parse_command
 from click.testing import CliRunner
-from conftest import SAMPLES_DIR, read_sample
+from sample_support import SAMPLES_DIR, read_sample
 
 HEALTH = "npu-smi-info-t-health_alarm-multicode_mindcluster-faultdiag.txt"
 

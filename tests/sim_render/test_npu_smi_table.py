@@ -7,9 +7,9 @@ import sys
 
 import pytest
 from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info as parse
-from conftest import REPO, read_sample
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sample_support import REPO, read_sample
 
 from ascend_ready.sim.render.npu_smi_table import COLUMNS, LAYOUTS, render, worst_health
 
