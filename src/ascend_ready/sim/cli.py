@@ -187,3 +187,13 @@ def base_clean(all_versions: bool) -> None:
     cluster.require_root()
     for p in base.clean(all_versions=all_versions):
         click.echo(f"removed {p}")
+
+
+def _add_packages() -> None:
+    # Imported here so `ascend-sim --help` stays fast; the group builds the fake vendor packages.
+    from ascend_ready.sim.packages.cli import packages_command
+
+    main.add_command(packages_command)
+
+
+_add_packages()

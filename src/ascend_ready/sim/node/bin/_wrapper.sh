@@ -11,10 +11,11 @@ for a in "$@"; do
     case $a in ''|*/*|*'#'*) k=; break ;; esac
     k="$k#$a"
 done
-if [ -n "$k" ] && read -r g < "$S/gen" 2>/dev/null; then
+# The braces matter: a failed `< file` redirection reports before a trailing 2>/dev/null applies.
+if [ -n "$k" ] && { read -r g < "$S/gen"; } 2>/dev/null; then
     d=; f=
-    read -r d < "$R/usr/local/Ascend/driver/version.info" 2>/dev/null
-    read -r f < "$R/usr/local/Ascend/firmware/version.info" 2>/dev/null
+    { read -r d < "$R/usr/local/Ascend/driver/version.info"; } 2>/dev/null
+    { read -r f < "$R/usr/local/Ascend/firmware/version.info"; } 2>/dev/null
     c="$S/render/$g#$d#$f#$k"
     if [ -f "$c" ]; then
         exec cat -- "$c"
