@@ -1,0 +1,1 @@
+"""Bundled ascend-train configs (YAML); a package so that wheels ship them as package data."""
