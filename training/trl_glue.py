@@ -45,7 +45,8 @@ def deepspeed_config(cfg: TrainConfig) -> dict | None:
     if ds.zero_stage == 0:
         return None
     # Not in the train extra: it builds ops for the local accelerator (it supports Ascend NPUs natively).
-    require("deepspeed", hint="pip install deepspeed, or set distributed.zero_stage: 0")
+    require("deepspeed",
+            hint="pip install 'ascend-ready[deepspeed]', or set distributed.zero_stage: 0")
     zero: dict = {"stage": ds.zero_stage, "overlap_comm": True, "contiguous_gradients": True}
     if ds.offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
