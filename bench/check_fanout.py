@@ -1,0 +1,241 @@
+"""Fan-out benchmark of `ascend-check` on the simulated cluster (issue 3 targets).
+
+Reports, in one run: (a) the quick tier on 1 node, (b) on N nodes (default 32), (c) the same probe
+commands through `ansible -m shell` on the same N nodes. Targets: (a) <= 1 s, (b) <= 3x (a),
+(c)/(b) >= 5. Each figure is the median of --repeat runs after one warm-up; wall seconds, with the
+controller's CPU seconds in brackets. (a) and (b) are timed in-process (the library call the CLI
+makes) and as the `ascend-check` command (adds interpreter start-up and imports).
+
+    sudo .venv/bin/python bench/check_fanout.py [--nodes 32] [--repeat 3] [--keep] [--json FILE]
+
+Needs root (the simulator). It uses its own run dir and subnet, so a running cluster is untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+RUN_DIR = "/run/ascend-sim-bench-check"
+SUBNET = "10.251.208.0/24"
+REPO = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+def _cpu() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed(fn, repeat: int) -> dict:
+    fn()  # warm-up: render caches on the nodes, imports and the suite's modules here
+    walls, cpus = [], []
+    for _ in range(repeat):
+        c0, t0 = _cpu(), time.perf_counter()
+        fn()
+        walls.append(time.perf_counter() - t0)
+        cpus.append(_cpu() - c0)
+    return {
+        "wall_s": round(statistics.median(walls), 3),
+        "cpu_s": round(statistics.median(cpus), 3),
+        "runs": [round(w, 3) for w in walls],
+    }
+
+
+def install_driver(cluster, pkgdir: Path) -> None:
+    """The fake driver and firmware on every node (npu-smi, hccn_tool), device NIC addresses set."""
+    from ascend_ready.sim.cluster import node_exec
+
+    runs = [p for p in pkgdir.glob("*.run") if "-npu-driver_" in p.name or "-npu-firmware_" in p.name]
+
+    def one(node):
+        root = Path(f"/proc/{node.pid}/root")
+        (root / "tmp/pkgs").mkdir(parents=True, exist_ok=True)
+        for run in runs:
+            (root / "tmp/pkgs" / run.name).write_bytes(run.read_bytes())
+        script = (
+            "set -e; getent group HwHiAiUser >/dev/null || groupadd HwHiAiUser; "
+            "id HwHiAiUser >/dev/null 2>&1 || useradd -g HwHiAiUser -m HwHiAiUser; cd /tmp/pkgs; "
+            "sh ./*-npu-driver_*.run --full --install-for-all --quiet >/dev/null; "
+            "sh ./*-npu-firmware_*.run --full --quiet >/dev/null; "
+            "for d in 0 1 2 3 4 5 6 7; do p=$((d % 4 + 1)); "
+            f"hccn_tool -i $d -ip -s address 192.$p.{node.index + 1}.$((d + 10)) netmask 255.255.0.0; "
+            "hccn_tool -i $d -netdetect -s address 192.$p.0.1; done"
+        )
+        res = node_exec(node, ["sh", "-c", script], capture_output=True, text=True, timeout=300)
+        if res.returncode:
+            raise SystemExit(f"{node.name}: provisioning failed: {res.stderr or res.stdout}")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, cluster.nodes))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    ap.add_argument("--reuse", action="store_true", help="use the cluster a --keep run left (no setup)")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("error: the simulated cluster needs root", file=sys.stderr)
+        return 2
+    os.environ["ASCEND_SIM_RUN_DIR"] = RUN_DIR
+    os.environ["ASCEND_SIM_SUBNET"] = SUBNET
+
+    from ascend_ready.checks.catalog import plan
+    from ascend_ready.checks.inventory import limit_targets, load_inventory
+    from ascend_ready.checks.preflight import PreflightOptions, preflight, profiles_for
+    from ascend_ready.checks.probes import build_script
+    from ascend_ready.provision.matrix import resolve
+
+    from ascend_ready.sim import cluster as sim
+    from ascend_ready.sim.packages import build_package_dir
+
+    started = time.perf_counter()
+    sim.down()
+    cluster = sim.up(args.nodes, "a2-ubuntu2204")
+    try:
+        s = resolve(product="910b", arch="x86_64")
+        pkgdir = build_package_dir(
+            Path(RUN_DIR) / "bench-packages",
+            [
+                {
+                    "driver": s.driver,
+                    "firmware": s.firmware,
+                    "cann": s.cann,
+                    "torch": s.torch,
+                    "torch_npu": s.torch_npu,
+                }
+            ],
+            arch="x86_64",
+        )
+        install_driver(cluster, pkgdir)
+        setup_s = time.perf_counter() - started
+        inventory = str(cluster.inventory_path)
+        targets = load_inventory(inventory)
+        one = limit_targets(targets, targets[0].name)
+        options = PreflightOptions(tier="quick")
+
+        def run_lib(ts):
+            def go():
+                report = preflight(ts, options)
+                assert all(h.reachable for h in report.hosts), [h.error for h in report.hosts]
+                assert len(report.results) == len(ts) * len(options.checks())
+
+            return go
+
+        def run_cli(limit):
+            def go():
+                subprocess.run(
+                    [str(VENV_BIN / "ascend-check"), "-i", inventory, "--limit", limit, "--format", "json"],
+                    capture_output=True,
+                    check=False,
+                    timeout=300,
+                )
+
+            return go
+
+        # (c): the very script ascend-check sends (the quick tier's probes), once per host via ansible.
+        profile = profiles_for(targets[:1], None)[targets[0].name]
+        probes = plan(profile, {p for spec in options.checks() for p in spec.probes})
+        script, _nonce = build_script(probes, user=profile.training_user)
+        env = dict(
+            os.environ,
+            ANSIBLE_PIPELINING="1",
+            ANSIBLE_PYTHON_INTERPRETER="auto_silent",
+            ANSIBLE_HOST_KEY_CHECKING="True",
+            ANSIBLE_STDOUT_CALLBACK="oneline",
+            ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        )
+
+        def run_ansible():
+            res = subprocess.run(
+                [
+                    str(VENV_BIN / "ansible"),
+                    "all",
+                    "-i",
+                    inventory,
+                    "-f",
+                    str(args.nodes),
+                    "-m",
+                    "shell",
+                    "-a",
+                    script,
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=600,
+            )
+            # oneline: "node01 | CHANGED | rc=0 | (stdout) ..." per host
+            ok = [line for line in res.stdout.splitlines() if " | CHANGED | rc=0 |" in line]
+            if len(ok) != args.nodes:
+                raise SystemExit(
+                    f"ansible: {len(ok)}/{args.nodes} hosts ran the probes (rc {res.returncode}): "
+                    f"{res.stderr[-2000:]}"
+                )
+
+        def node_batch():
+            # The probe batch run inside one node, to see the node-side CPU it costs.
+            from ascend_ready.sim.cluster import node_exec
+
+            node_exec(cluster.nodes[0], ["sh", "-s"], input=script.encode(), capture_output=True, timeout=120)
+
+        node_cpu = timed(node_batch, args.repeat)
+        results = {
+            "a_quick_1_node": timed(run_lib(one), args.repeat),
+            "a_cli_1_node": timed(run_cli(one[0].name), args.repeat),
+            "b_quick_n_nodes": timed(run_lib(targets), args.repeat),
+            "b_cli_n_nodes": timed(run_cli("all"), args.repeat),
+            "c_ansible_shell_n_nodes": timed(run_ansible, args.repeat),
+        }
+    finally:
+        if not args.keep:
+            sim.down()
+    a, b, c = (results[k]["wall_s"] for k in ("a_quick_1_node", "b_quick_n_nodes", "c_ansible_shell_n_nodes"))
+    cores = os.cpu_count() or 1
+    summary = {
+        "node_batch": node_cpu,
+        # Every simulated node shares this machine's cores: (b) cannot beat nodes x node CPU / cores.
+        "b_lower_bound_s": round(args.nodes * node_cpu["cpu_s"] / cores, 3),
+        "nodes": args.nodes,
+        "probes_per_node": len(probes),
+        "checks_per_node": len(options.checks()),
+        "cpu_count": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "setup_s": round(setup_s, 1),
+        "results": results,
+        "targets": {"a <= 1 s": a <= 1.0, "b <= 3 x a": b <= 3 * a, "c / b >= 5": c / b >= 5},
+        "ratios": {"b/a": round(b / a, 2), "c/b": round(c / b, 2)},
+    }
+    print(
+        f"ascend-check fan-out on {args.nodes} simulated nodes ({len(probes)} probes, "
+        f"{len(options.checks())} checks per node; {os.cpu_count()} cores, load {summary['load_avg_1m']})"
+    )
+    print(f"  {'one node batch (in node)':26s} {node_cpu['wall_s']:7.3f} s  [{node_cpu['cpu_s']:.2f} cpu-s]")
+    for key, r in results.items():
+        print(f"  {key:26s} {r['wall_s']:7.3f} s  [{r['cpu_s']:.2f} cpu-s]  runs {r['runs']}")
+    print(
+        f"  (b) lower bound here: {args.nodes} nodes x {node_cpu['cpu_s']:.2f} cpu-s / {cores} cores"
+        f" = {summary['b_lower_bound_s']:.2f} s"
+    )
+    for target, ok in summary["targets"].items():
+        print(f"  target {target:10s} {'met' if ok else 'MISSED'}")
+    print(f"  b/a = {b / a:.2f}, c/b = {c / b:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+    return 0 if all(summary["targets"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

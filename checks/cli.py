@@ -1,0 +1,384 @@
+"""`ascend-check`: node preflight over SSH (or on this node), from a snapshot, and its helpers.
+
+Exit codes: 0 every check passed (warnings allowed); 1 a check failed or could not be judged;
+2 usage or configuration error; 3 a host was unreachable and no check failed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from ascend_ready.errors import AscendReadyError, ConfigError
+
+_FORMATS = ("table", "json")
+
+
+def _die(error: AscendReadyError) -> None:
+    click.echo(f"error: {error.message}", err=True)
+    if error.hint:
+        click.echo(f"hint: {error.hint}", err=True)
+    sys.exit(error.exit_code)
+
+
+def _guard(fn):
+    """User errors become `error:`/`hint:` lines and their exit code, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except AscendReadyError as exc:
+            _die(exc)
+        except KeyboardInterrupt:
+            click.echo("error: interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+def _target_options(fn):
+    """Options shared by the plain run and `collect`: which hosts, how to reach them, which checks."""
+    options = [
+        click.option(
+            "--hosts", metavar="H1,H2", help="Comma-separated hosts ([user@]host[:port]); default: this node."
+        ),
+        click.option(
+            "-i", "--inventory", type=click.Path(dir_okay=False), help="Ansible inventory (INI or YAML)."
+        ),
+        click.option(
+            "--limit", metavar="PATTERN", help="Only these inventory hosts/groups (Ansible syntax)."
+        ),
+        click.option(
+            "--tier",
+            type=click.Choice(["quick", "full"]),
+            default="quick",
+            show_default=True,
+            help="quick: no benchmarks; full: adds pings and the torch_npu import.",
+        ),
+        click.option(
+            "--select", multiple=True, metavar="GLOB", help="Only checks whose id matches (repeatable)."
+        ),
+        click.option(
+            "--skip", multiple=True, metavar="GLOB", help="Leave out checks whose id matches (repeatable)."
+        ),
+        click.option(
+            "--profile",
+            metavar="FILE|NAME",
+            help="Hardware profile (bundled name or file); default: per host from the inventory, "
+            "else atlas-800t-a2.",
+        ),
+        click.option(
+            "--concurrency",
+            type=click.IntRange(1, 1024),
+            default=32,
+            show_default=True,
+            help="Hosts probed at once.",
+        ),
+        click.option(
+            "--timeout",
+            "probe_timeout",
+            type=click.FloatRange(0.1, 3600),
+            default=10.0,
+            show_default=True,
+            help="Seconds each remote command may run.",
+        ),
+        click.option(
+            "--host-deadline",
+            type=click.FloatRange(0.5, 86400),
+            default=60.0,
+            show_default=True,
+            help="Seconds a host's whole probe batch (connect included) may take.",
+        ),
+        click.option(
+            "--connect-timeout",
+            type=click.FloatRange(0.1, 600),
+            default=10.0,
+            show_default=True,
+            help="Seconds to wait for the SSH connection.",
+        ),
+        click.option(
+            "--trust-on-first-use",
+            is_flag=True,
+            help="Accept and record unknown host keys (default: reject keys not in known_hosts).",
+        ),
+        click.option(
+            "--known-hosts", type=click.Path(dir_okay=False), help="known_hosts file to verify against."
+        ),
+        click.option(
+            "--ssh-config", type=click.Path(dir_okay=False), help="ssh_config file (default ~/.ssh/config)."
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _merged(ctx: click.Context, params: dict) -> dict:
+    """Subcommand options, falling back to the ones given before the subcommand name."""
+    parent = ctx.parent.params if ctx.parent else {}
+    out = dict(params)
+    for key in params:
+        source = ctx.get_parameter_source(key)
+        if source in (click.core.ParameterSource.DEFAULT, None) and key in parent:
+            out[key] = parent[key]
+    return out
+
+
+def _targets(p: dict):
+    from ascend_ready.checks.inventory import limit_targets, load_inventory, parse_hosts
+    from ascend_ready.checks.transport import LOCAL, Target
+
+    if p["hosts"] and p["inventory"]:
+        raise ConfigError("give --hosts or -i INVENTORY, not both")
+    if p["inventory"]:
+        targets = load_inventory(p["inventory"])
+    elif p["hosts"]:
+        targets = parse_hosts(p["hosts"])
+    else:
+        targets = [Target(name=socket.gethostname().split(".")[0] or "localhost", address=LOCAL)]
+    if p["limit"]:
+        targets = limit_targets(targets, p["limit"])
+    return targets
+
+
+def _options(p: dict):
+    from ascend_ready.checks.preflight import PreflightOptions
+    from ascend_ready.checks.transport import FanoutOptions
+
+    fanout = FanoutOptions(
+        concurrency=p["concurrency"],
+        probe_timeout_s=p["probe_timeout"],
+        host_deadline_s=p["host_deadline"],
+        connect_timeout_s=p["connect_timeout"],
+        trust_on_first_use=p["trust_on_first_use"],
+        known_hosts_file=p["known_hosts"],
+        ssh_config_file=p["ssh_config"],
+    )
+    return PreflightOptions(
+        tier=p["tier"], select=p["select"], skip=p["skip"], profile=p["profile"], fanout=fanout
+    )
+
+
+def _collect_with_progress(targets, options, specs):
+    """Fan out with a live progress line on stderr (only when stderr is a terminal)."""
+    from ascend_ready.checks.preflight import collect_snapshot
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return collect_snapshot(targets, options, specs=specs)
+    columns = (
+        TextColumn("probing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+    )
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("", total=len(targets))
+
+        def progress(host):
+            note = "" if host.reachable else f" ({host.name} unreachable)"
+            bar.update(task, advance=1, description=f"{host.name} {host.collect_s:.2f}s{note}")
+
+        return collect_snapshot(targets, options, progress=progress, specs=specs)
+
+
+def _emit(report, fmt: str, junit: str | None, prometheus: str | None, verbose: bool) -> None:
+    from ascend_ready.checks.report import (
+        render_json,
+        render_junit,
+        render_prometheus,
+        render_table,
+        write_atomic,
+    )
+
+    if fmt == "json":
+        click.echo(render_json(report), nl=False)
+    else:
+        from rich.console import Console
+
+        render_table(report, Console(soft_wrap=False, width=max(100, Console().width)), verbose=verbose)
+    for path, render in ((junit, render_junit), (prometheus, render_prometheus)):
+        if path:
+            try:
+                write_atomic(Path(path), render(report))
+            except OSError as exc:
+                raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@_target_options
+@click.option(
+    "--snapshot",
+    "snapshot_dir",
+    type=click.Path(file_okay=False),
+    help="Judge a snapshot directory (from `ascend-check collect`) instead of live hosts.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(_FORMATS),
+    default="table",
+    show_default=True,
+    help="Report on stdout as a table or as JSON (schema: `ascend-check schema`).",
+)
+@click.option("--junit", type=click.Path(dir_okay=False), help="Also write a JUnit XML report here.")
+@click.option(
+    "--prometheus",
+    type=click.Path(dir_okay=False),
+    help="Also write node_exporter textfile metrics here (e.g. .../textfile/ascend_check.prom).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="List passing checks in the table too.")
+@click.version_option(package_name="ascend-ready", prog_name="ascend-check")
+@click.pass_context
+@_guard
+def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **params) -> None:
+    """Preflight checks of Ascend NPU nodes: NPUs, PCIe, HCCL links, OS and the software stack.
+
+    \b
+    Runs on this node by default, or over SSH on --hosts / -i INVENTORY:
+      ascend-check                                  # this node, quick tier
+      ascend-check -i inventory.ini --tier full     # every inventory host
+      ascend-check --hosts n1,n2 --select 'pcie.*' --format json
+      ascend-check collect -o snap/ && ascend-check --snapshot snap/   # offline triage
+    \b
+    Exit codes: 0 all passed (warnings allowed), 1 a check failed, 2 usage or config error,
+    3 a host was unreachable and nothing failed.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from ascend_ready.checks.preflight import judge_snapshot
+    from ascend_ready.checks.report import exit_code
+
+    started = time.monotonic()
+    options = _options(params)
+    specs = options.checks()
+    if snapshot_dir:
+        from ascend_ready.checks.snapshot import load_snapshot
+
+        if params["hosts"] or params["inventory"]:
+            raise ConfigError("--snapshot judges saved outputs; it takes no --hosts or -i")
+        snap = load_snapshot(Path(snapshot_dir))
+        if params["limit"]:
+            from ascend_ready.checks.inventory import limit_targets
+            from ascend_ready.checks.transport import Target
+
+            keep = {
+                t.name
+                for t in limit_targets(
+                    [Target(name=h.name, groups=h.groups) for h in snap.hosts.values()], params["limit"]
+                )
+            }
+            snap.hosts = {k: v for k, v in snap.hosts.items() if k in keep}
+        report = judge_snapshot(snap, options, source=str(snapshot_dir), specs=specs, started=started)
+    else:
+        snap = _collect_with_progress(_targets(params), options, specs)
+        report = judge_snapshot(snap, options, specs=specs, started=started)
+    _emit(report, fmt, junit, prometheus, verbose)
+    sys.exit(exit_code(report))
+
+
+@main.command("collect")
+@_target_options
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory to write the snapshot to (created; must not hold another snapshot).",
+)
+@click.pass_context
+@_guard
+def collect_cmd(ctx: click.Context, output, **params) -> None:
+    """Save every raw output the checks read into a snapshot directory (no judging).
+
+    \b
+    Layout: DIR/manifest.json, DIR/<host>/<probe>.out, .err, .meta.json (see checks/README.md).
+    Judge it later, anywhere: ascend-check --snapshot DIR
+    Exit codes: 0 saved; 3 a host was unreachable (the others are saved); 2 usage error.
+    """
+    from ascend_ready.checks.snapshot import save_snapshot
+
+    params = _merged(ctx, params)
+    out = Path(output)
+    if (out / "manifest.json").exists():
+        raise ConfigError(f"{out} already holds a snapshot", hint="choose a new directory")
+    options = _options(params)
+    snap = _collect_with_progress(_targets(params), options, options.checks())
+    save_snapshot(snap, out)
+    bad = [h for h in snap.hosts.values() if not h.reachable]
+    probes = sum(len(h.probes) for h in snap.hosts.values())
+    click.echo(f"saved {probes} probe outputs of {len(snap.hosts) - len(bad)} host(s) to {out}", err=True)
+    for h in bad:
+        click.echo(f"error: {h.name} unreachable: {h.error}", err=True)
+    sys.exit(3 if bad else 0)
+
+
+@main.command("list")
+@click.option("--tier", type=click.Choice(["quick", "full"]), default="full", show_default=True)
+@click.option("--select", multiple=True, metavar="GLOB")
+@click.option("--skip", multiple=True, metavar="GLOB")
+@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="table", show_default=True)
+@_guard
+def list_cmd(tier, select, skip, fmt) -> None:
+    """List the checks: id, tier, severity, what they assert and how to fix a failure."""
+    from ascend_ready.checks.registry import select_checks
+
+    specs = select_checks(tier, select, skip)
+    if fmt == "json":
+        rows = [
+            {
+                "id": s.id,
+                "tier": s.tier,
+                "severity": s.severity,
+                "title": s.title,
+                "probes": list(s.probes),
+                "remediation": s.remediation.model_dump() if s.remediation else None,
+            }
+            for s in specs
+        ]
+        click.echo(json.dumps(rows, indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("id", "tier", "severity", "asserts", "fix", title=f"{len(specs)} checks")
+    for s in specs:
+        fix = ""
+        if s.remediation:
+            fix = s.remediation.text + (f"\n$ {s.remediation.command}" if s.remediation.command else "")
+            fix += "\n(disrupts running jobs)" if s.remediation.disruptive else ""
+        table.add_row(s.id, s.tier, s.severity, s.title, fix)
+    Console().print(table)
+
+
+@main.command("schema")
+@click.argument("what", type=click.Choice(["report", "profile", "snapshot"]), default="report")
+@_guard
+def schema_cmd(what) -> None:
+    """Print the JSON Schema of the report (--format json), the hardware profile or the snapshot manifest.
+
+    The same schemas are published in the package: ascend_ready/checks/schemas/<what>.schema.json.
+    """
+    from ascend_ready.checks.report import json_schema
+
+    click.echo(json.dumps(json_schema(what), indent=1))
+
+
+def _add_parse() -> None:
+    from ascend_ready.checks.parse_cli import parse_command
+
+    main.add_command(parse_command, "parse")
+
+
+_add_parse()

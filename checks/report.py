@@ -1,0 +1,281 @@
+"""The preflight report (versioned pydantic model, JSON Schema) and its renderers: rich table, JSON,
+JUnit XML and the Prometheus node_exporter textfile format."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Literal
+
+from ascend_ready.checks.registry import Remediation
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "REPORT_SCHEMA_VERSION",
+    "CheckResult",
+    "HostStatus",
+    "Report",
+    "exit_code",
+    "render_junit",
+    "render_prometheus",
+    "render_table",
+    "report_json_schema",
+]
+
+REPORT_SCHEMA_VERSION = 1
+Status = Literal["pass", "fail", "warn", "error", "skip"]
+STATUSES: tuple[Status, ...] = ("pass", "warn", "fail", "error", "skip")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CheckResult(_Model):
+    """One check on one host."""
+
+    check_id: str = Field(description="stable id, e.g. pcie.link_width")
+    host: str
+    status: Status = Field(
+        description="pass; warn (off but not failing); fail; error (could not judge: "
+        "a probe failed or its output did not parse); skip (does not apply)"
+    )
+    severity: Literal["critical", "major", "minor"]
+    tier: Literal["quick", "full"]
+    title: str
+    message: str = Field("", description="what is wrong (empty on pass)")
+    evidence: list[str] = Field(default_factory=list, description="the raw lines the verdict is based on")
+    remediation: Remediation | None = None
+    duration_s: float = 0.0
+
+
+class HostStatus(_Model):
+    name: str
+    address: str | None = None
+    reachable: bool = True
+    error: str | None = Field(
+        None, description="why the host could not be reached or its batch was cut short"
+    )
+    collect_s: float = Field(0.0, description="seconds the probe batch took")
+
+
+class Report(_Model):
+    schema_version: int = REPORT_SCHEMA_VERSION
+    tool_version: str = ""
+    created_at: str = ""
+    tier: Literal["quick", "full"] = "quick"
+    profile: str = ""
+    source: str = Field("live", description="'live' or the snapshot directory the checks ran on")
+    duration_s: float = 0.0
+    hosts: list[HostStatus] = Field(default_factory=list)
+    results: list[CheckResult] = Field(default_factory=list)
+
+    @property
+    def counts(self) -> Counter:
+        return Counter(r.status for r in self.results)
+
+    @property
+    def unreachable(self) -> list[HostStatus]:
+        return [h for h in self.hosts if not h.reachable]
+
+
+def exit_code(report: Report) -> int:
+    """0 all pass (warnings allowed), 1 a check failed or errored, 3 a host unreachable and none failed."""
+    counts = report.counts
+    if counts["fail"] or counts["error"]:
+        return 1
+    if report.unreachable:
+        return 3
+    return 0
+
+
+def report_json_schema() -> dict:
+    return json_schema("report")
+
+
+#: The published schemas (checks/schemas/<what>.schema.json, kept equal to the models by a test).
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+
+
+def json_schema(what: str) -> dict:
+    """JSON Schema of the report (`--format json`), the hardware profile file or the snapshot manifest."""
+    from ascend_ready.checks.profile import HardwareProfile
+    from ascend_ready.checks.snapshot import SNAPSHOT_SCHEMA_VERSION, Snapshot
+
+    model, version = {
+        "report": (Report, REPORT_SCHEMA_VERSION),
+        "profile": (HardwareProfile, 1),
+        "snapshot": (Snapshot, SNAPSHOT_SCHEMA_VERSION),
+    }[what]
+    schema = model.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://ascend-ready.dev/schemas/ascend-check-{what}-v{version}.json"
+    return schema
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.model_dump(mode="json"), indent=1) + "\n"
+
+
+# ---------------------------------------------------------------- table
+
+_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "red", "skip": "dim"}
+
+
+def render_table(report: Report, console, *, verbose: bool = False) -> None:
+    """Per host and check, the status; failures, errors and warnings with message, evidence and fix."""
+    from rich.table import Table
+
+    table = Table(show_lines=False, title=f"ascend-check ({report.tier} tier, profile {report.profile})")
+    for col in ("host", "check", "status", "message"):
+        table.add_column(col, overflow="fold")
+    for h in report.unreachable:
+        table.add_row(h.name, "(host)", "[bold red]unreachable[/]", h.error or "")
+    for r in report.results:
+        if r.status == "pass" and not verbose:
+            continue
+        table.add_row(r.host, r.check_id, f"[{_STYLE[r.status]}]{r.status}[/]", r.message)
+    console.print(table)
+    for r in report.results:
+        if r.status not in ("fail", "error", "warn"):
+            continue
+        if not r.evidence and not (r.remediation and r.status != "error"):
+            continue
+        console.print(f"[{_STYLE[r.status]}]{r.status.upper()}[/] {r.host} {r.check_id}", highlight=False)
+        for line in r.evidence[:12]:
+            console.print(f"    | {line}", highlight=False, markup=False)
+        if len(r.evidence) > 12:
+            console.print(f"    | ... {len(r.evidence) - 12} more line(s) in --format json", highlight=False)
+        if r.remediation and r.status != "error":
+            fix = r.remediation
+            console.print(
+                f"    fix: {fix.text}" + (" [disrupts running jobs]" if fix.disruptive else ""),
+                highlight=False,
+                markup=False,
+            )
+            if fix.command:
+                console.print(f"    run: {fix.command}", highlight=False, markup=False)
+    counts = report.counts
+    summary = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+    hosts = len(report.hosts)
+    console.print(
+        f"{hosts} host(s), {len(report.unreachable)} unreachable; {summary or 'no checks run'} "
+        f"in {report.duration_s:.2f} s",
+        highlight=False,
+    )
+
+
+# ---------------------------------------------------------------- junit
+
+
+def render_junit(report: Report) -> str:
+    """JUnit XML: one testsuite per host, one testcase per check (warn as a passing case with system-out)."""
+    root = ET.Element(
+        "testsuites",
+        name="ascend-check",
+        tests=str(len(report.results)),
+        failures=str(report.counts["fail"]),
+        errors=str(report.counts["error"] + len(report.unreachable)),
+        time=f"{report.duration_s:.3f}",
+    )
+    by_host: dict[str, list[CheckResult]] = {h.name: [] for h in report.hosts}
+    for r in report.results:
+        by_host.setdefault(r.host, []).append(r)
+    for host in report.hosts:
+        results = by_host.get(host.name, [])
+        c = Counter(r.status for r in results)
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=host.name,
+            tests=str(len(results) or 1),
+            failures=str(c["fail"]),
+            errors=str(c["error"] + (not host.reachable)),
+            skipped=str(c["skip"]),
+            time=f"{host.collect_s:.3f}",
+        )
+        if not host.reachable:
+            case = ET.SubElement(suite, "testcase", classname=host.name, name="host.reachable")
+            ET.SubElement(case, "error", message=host.error or "unreachable").text = host.error or ""
+        for r in results:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=f"{host.name}.{r.check_id.split('.')[0]}",
+                name=r.check_id,
+                time=f"{r.duration_s:.3f}",
+            )
+            body = "\n".join(
+                [
+                    *r.evidence,
+                    *([f"fix: {r.remediation.text}"] if r.remediation else []),
+                    *([f"run: {r.remediation.command}"] if r.remediation and r.remediation.command else []),
+                ]
+            )
+            if r.status == "fail":
+                ET.SubElement(case, "failure", message=r.message, type=r.severity).text = body
+            elif r.status == "error":
+                ET.SubElement(case, "error", message=r.message).text = body
+            elif r.status == "skip":
+                ET.SubElement(case, "skipped", message=r.message)
+            elif r.status == "warn":
+                ET.SubElement(case, "system-out").text = f"WARNING: {r.message}\n{body}"
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# ---------------------------------------------------------------- prometheus
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def render_prometheus(report: Report) -> str:
+    """node_exporter textfile collector format (write to a *.prom file in its directory)."""
+    out = [
+        "# HELP ascend_check_status 1 for the check's current status (pass, warn, fail, error, skip).",
+        "# TYPE ascend_check_status gauge",
+    ]
+    for r in report.results:
+        for s in STATUSES:
+            out.append(
+                f'ascend_check_status{{host="{_label(r.host)}",check="{_label(r.check_id)}",'
+                f'severity="{r.severity}",status="{s}"}} {int(r.status == s)}'
+            )
+    out += [
+        "# HELP ascend_check_host_reachable 1 when the host answered over SSH.",
+        "# TYPE ascend_check_host_reachable gauge",
+    ]
+    out += [
+        f'ascend_check_host_reachable{{host="{_label(h.name)}"}} {int(h.reachable)}' for h in report.hosts
+    ]
+    out += [
+        "# HELP ascend_check_collect_seconds Seconds the host's probe batch took.",
+        "# TYPE ascend_check_collect_seconds gauge",
+    ]
+    out += [
+        f'ascend_check_collect_seconds{{host="{_label(h.name)}"}} {h.collect_s:.3f}' for h in report.hosts
+    ]
+    out += [
+        "# HELP ascend_check_last_run_timestamp_seconds When the report was made.",
+        "# TYPE ascend_check_last_run_timestamp_seconds gauge",
+    ]
+    from datetime import datetime
+
+    try:
+        ts = datetime.fromisoformat(report.created_at).timestamp()
+    except ValueError:
+        ts = 0.0
+    out.append(f"ascend_check_last_run_timestamp_seconds {ts:.0f}")
+    return "\n".join(out) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file so node_exporter never reads a half-written file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

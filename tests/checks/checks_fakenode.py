@@ -1,0 +1,223 @@
+"""Synthetic snapshots for the check tests: a node's probe outputs rendered by the simulator's own
+hardware model and renderers (the byte-faithful ones the simulated nodes serve), OS facts as a healthy
+node prints them, and any probe replaced by a real captured sample.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from ascend_ready.checks.catalog import catalog
+from ascend_ready.checks.profile import HardwareProfile, load_profile
+from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult
+from ascend_ready.provision.matrix import resolve
+
+from ascend_ready.sim.hw.faults import inject_fault
+from ascend_ready.sim.hw.simdir import render_dmesg, write_sysfs
+from ascend_ready.sim.hw.state import NodeView, initial_state
+from ascend_ready.sim.node.tool import npu_smi_run
+from ascend_ready.sim.render import hccn, lspci
+from ascend_ready.sim.render.hccn import update_conf
+
+PROFILE_OF = {
+    "atlas-800t-a2": "atlas-800t-a2",
+    "atlas-800t-a3": "atlas-800t-a3",
+    "atlas-300i-duo": "atlas-300i-duo",
+}
+
+STACK = resolve(product="910b")
+
+HEALTHY_OS = {
+    "thp-enabled": "always madvise [never]\n",
+    "thp-defrag": "always defer defer+madvise madvise [never]\n",
+    "sysctl": "kernel.numa_balancing = 0\nvm.max_map_count = 65530\n",
+    "user-limits": "user root\nnofile 1048576 1048576\nmemlock unlimited unlimited\n",
+    "accounts": (
+        "root:x:0:0:root:/root:/bin/bash\n"
+        "HwHiAiUser:x:1000:1000::/home/HwHiAiUser:/bin/bash\nHwHiAiUser:x:1000:\n"
+    ),
+    "glibc": "glibc 2.35\n",
+    "kernel-headers": "kernel 5.15.0-91-generic\nheaders /lib/modules/5.15.0-91-generic/build\n",
+    "disk-free": (
+        "Filesystem     1024-blocks      Used Available Capacity Mounted on\n"
+        "/dev/nvme0n1p2  3843118080 412345678 3430772402      11% /\n"
+    ),
+    "shm": (
+        "Filesystem     1024-blocks  Used Available Capacity Mounted on\n"
+        "tmpfs           792723456     0 792723456       0% /dev/shm\n"
+    ),
+    "clock": "NTPSynchronized=yes\n",
+    "set-env": "/usr/local/Ascend/cann/set_env.sh\n/usr/local/Ascend/ascend-toolkit/set_env.sh\n"
+    "/usr/local/Ascend/nnal/atb/set_env.sh\n",
+    "user-libs": (
+        "LD_LIBRARY_PATH=/usr/local/Ascend/driver/lib64/driver:/usr/local/Ascend/cann/lib64\n"
+        "lib libascendcl.so /usr/local/Ascend/cann/lib64/libascendcl.so\n"
+        "lib libhccl.so /usr/local/Ascend/cann/lib64/libhccl.so\n"
+        "lib libascend_hal.so /usr/local/Ascend/driver/lib64/driver/libascend_hal.so\n"
+    ),
+}
+
+
+def _versions() -> dict[str, str]:
+    from ascend_ready.sim.packages import versionfiles as vf
+
+    s = STACK
+    site = "/usr/local/lib/python3.10/dist-packages"
+    return {
+        "driver-version": vf.driver_version_info(s.driver, s.firmware),
+        "firmware-version": vf.firmware_version_info(s.firmware, s.driver),
+        "toolkit-version": vf.toolkit_install_info(
+            s.cann, "aarch64", f"/usr/local/Ascend/cann-{s.cann}/aarch64-linux"
+        ),
+        "cann-components": (
+            "== /usr/local/Ascend/cann/aarch64-linux/ascend_ops_install.info\n"
+            + vf.package_install_info(
+                "Ascend-cann-910b-ops", s.cann, "aarch64", f"/usr/local/Ascend/cann-{s.cann}"
+            )
+            + f"== /usr/local/Ascend/nnal/atb/{s.cann}/ascend_nnal_install.info\n"
+            + vf.package_install_info(
+                "Ascend-cann-nnal", s.cann, "aarch64", f"/usr/local/Ascend/nnal/atb/{s.cann}"
+            )
+        ),
+        "python-packages": (
+            f"python 3.10.13\n"
+            f"dist torch {s.torch} cp310-cp310-manylinux_2_28_aarch64 {site}\n"
+            f"dist torch_npu {s.torch_npu} cp310-cp310-manylinux_2_28_aarch64 {site}\n"
+            f"dist numpy 1.26.4 cp310-cp310-manylinux_2_17_aarch64.manylinux2014_aarch64 {site}\n"
+        ),
+    }
+
+
+def _sysfs_outputs(state: dict) -> tuple[str, str]:
+    """What the sysfs-pci-link and pci-topology probes print for the simulator's PCI tree."""
+    attrs = (
+        "class",
+        "device",
+        "current_link_speed",
+        "current_link_width",
+        "max_link_speed",
+        "max_link_width",
+        "aer_dev_correctable",
+        "aer_dev_nonfatal",
+        "aer_dev_fatal",
+    )
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as tmp:
+        sysfs = Path(tmp) / "sysfs"
+        write_sysfs(state, sysfs)
+        bus = sysfs / "bus" / "pci" / "devices"
+        link_lines, topo_lines = [], []
+        for entry in sorted(bus.iterdir()):
+            real = Path(os.path.realpath(entry))
+            if (real / "vendor").read_text().strip() != "0x19e5":
+                continue
+            for attr in attrs:
+                path = real / attr
+                if path.is_file():
+                    for line in path.read_text().splitlines():
+                        if line:
+                            link_lines.append(f"/sys/bus/pci/devices/{entry.name}/{attr}:{line}")
+            topo_lines.append(f"{entry.name} {real.parent.name}")
+    return "\n".join(link_lines) + "\n", "\n".join(topo_lines) + "\n"
+
+
+def device_ips(state: dict) -> dict[int, dict[str, str]]:
+    """A2-style dual-plane addressing: device d on 192.(d%4+1).<node>.<d+10>/16, gateway .0.1."""
+    node = state["node"]["index"] + 1
+    out = {}
+    for npu in state["npus"]:
+        for chip in npu["chips"]:
+            if chip.get("nic") is None:
+                continue
+            d = chip["logic_id"]
+            plane = d % 4 + 1
+            out[d] = {
+                "address": f"192.{plane}.{node}.{d + 10}",
+                "netmask": "255.255.0.0",
+                "gateway": f"192.{plane}.0.1",
+                "netdetect": f"192.{plane}.0.1",
+            }
+    return out
+
+
+def fake_host(
+    name: str = "node01",
+    hardware: str = "atlas-800t-a2",
+    *,
+    faults: list[tuple[str, dict]] = (),
+    outputs: dict[str, str | ProbeResult] | None = None,
+    drop: tuple[str, ...] = (),
+    index: int = 0,
+    profile: HardwareProfile | None = None,
+) -> HostSnapshot:
+    """A host snapshot with every catalogue probe filled; `outputs` replace probe stdout (or whole
+    results), `drop` removes probes, `faults` are simulator faults applied to the hardware state."""
+    state = initial_state(hardware, node_index=index, node_name=name)
+    for kind, params in faults:
+        state = inject_fault(state, kind, **params)
+    ips = device_ips(state)
+    runtime = {str(d): {k: [v, 0] for k, v in vals.items()} for d, vals in ips.items()}
+    view = NodeView(
+        state, gen=1, runtime=runtime, driver_version=STACK.driver, firmware_version=STACK.firmware
+    )
+    cat = catalog(profile or load_profile(PROFILE_OF[hardware]))
+    probes: dict[str, ProbeResult] = {}
+
+    def put(pid: str, text: str, rc: int = 0, stderr: str = "") -> None:
+        base, _, key = pid.partition(".")
+        command = cat[base].command_for(key) if key else cat[base].command
+        probes[pid] = ProbeResult(command=command, rc=rc, stdout=text, stderr=stderr)
+
+    put("npu-smi-info", npu_smi_run(view, ["info"]))
+    put("npu-smi-l", npu_smi_run(view, ["info", "-l"]))
+    for npu in state["npus"]:
+        if not npu.get("present", True):
+            continue
+        for chip in npu["chips"]:
+            put(
+                f"npu-smi-health.{npu['id']}.{chip['chip_id']}",
+                npu_smi_run(view, ["info", "-t", "health", "-i", str(npu["id"]), "-c", str(chip["chip_id"])]),
+            )
+    logic = sorted(c["logic_id"] for n in state["npus"] if n.get("present", True) for c in n["chips"])
+    put(
+        "dev-davinci",
+        "\n".join(
+            ["console", "null", *(f"davinci{d}" for d in logic), "davinci_manager", "devmm_svm", "hisi_hdc"]
+        )
+        + "\n",
+    )
+    put("lspci", lspci.run(view, ["-D", "-nn"]))
+    put("lspci-vvv", lspci.run(view, ["-D", "-vvv", "-d", "19e5:"]))
+    link, topo = _sysfs_outputs(state)
+    put("sysfs-pci-link", link)
+    put("pci-topology", topo)
+    put("dmesg", render_dmesg(state))
+    for d in logic:
+        if d not in ips:
+            continue
+        for pid, args in (
+            ("hccn-link", ["-link", "-g"]),
+            ("hccn-net-health", ["-net_health", "-g"]),
+            ("hccn-ip", ["-ip", "-g"]),
+            ("hccn-tls", ["-tls", "-g"]),
+        ):
+            res = hccn.run(view, ["-i", str(d), *args])
+            put(f"{pid}.{d}", res.text, rc=res.rc)
+    put(
+        "hccn-conf",
+        update_conf("", ips) if ips else "",
+        rc=0 if ips else 1,
+        stderr="" if ips else "cat: /etc/hccn.conf: No such file or directory\n",
+    )
+    for pid, text in {**HEALTHY_OS, **_versions()}.items():
+        put(pid, text)
+    probes["toolkit-version"].stderr = "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info\n"
+    for pid, value in (outputs or {}).items():
+        if isinstance(value, ProbeResult):
+            probes[pid] = value
+        else:
+            put(pid, value)
+    for pid in drop:
+        probes.pop(pid, None)
+    return HostSnapshot(name=name, address=f"10.0.0.{index + 1}", probes=probes)

@@ -1,0 +1,238 @@
+"""The probe batch: one POSIX sh script per host, framed output, per-probe timeouts, the host deadline,
+and the snapshot round trip."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import time
+
+import pytest
+from ascend_ready.checks.catalog import catalog, plan
+from ascend_ready.checks.probes import Probe, build_script, parse_stream
+from ascend_ready.checks.profile import load_profile
+from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult, Snapshot, load_snapshot, save_snapshot
+from ascend_ready.checks.transport import LOCAL, FanoutOptions, Target, collect, collect_host
+
+from ascend_ready.errors import ConfigError
+
+
+def run_local(probes, **kw):
+    return collect_host(Target(name="here", address=LOCAL), probes, FanoutOptions(**kw))
+
+
+def test_script_is_posix_sh():
+    script, _nonce = build_script(plan(load_profile(), set(catalog(load_profile()))))
+    for shell in ("dash", "sh"):
+        if shutil.which(shell):
+            subprocess.run([shell, "-n"], input=script.encode(), check=True)
+
+
+def test_outputs_rc_and_stderr_come_back_per_probe():
+    snap = run_local(
+        [
+            Probe("hello", argv=("echo", "hello world")),
+            Probe("fails", shell="echo to-err >&2; echo partial; exit 3"),
+            Probe("quoted", argv=("printf", "%s|", "a b", "$HOME", "'q'")),
+        ]
+    )
+    assert snap.reachable and snap.error is None
+    assert snap.probes["hello"].stdout == "hello world\n" and snap.probes["hello"].rc == 0
+    fails = snap.probes["fails"]
+    assert (fails.rc, fails.stdout, fails.stderr, fails.timed_out) == (3, "partial\n", "to-err\n", False)
+    # argv is shlex-quoted: nothing expands on the remote side
+    assert snap.probes["quoted"].stdout == "a b|$HOME|'q'|"
+    assert snap.probes["quoted"].command == shlex.join(["printf", "%s|", "a b", "$HOME", "'q'"])
+
+
+def test_a_hanging_probe_times_out_alone():
+    started = time.monotonic()
+    snap = run_local([Probe("hang", argv=("sleep", "30"), timeout_s=1), Probe("after", argv=("echo", "ok"))])
+    assert time.monotonic() - started < 5
+    hang = snap.probes["hang"]
+    assert hang.timed_out and hang.rc == 124 and hang.timeout_s == 1 and hang.command == "sleep 30"
+    assert 0.9 <= hang.duration_s < 3
+    assert snap.probes["after"].stdout == "ok\n"
+
+
+def test_fake_markers_in_output_cannot_break_framing():
+    # Markers carry a nonce that is random per run: a probe printing marker-shaped lines (another
+    # nonce, a bare END, a frame of its own) is read as plain data.
+    fake = "0123456789abcdef01234567"
+    probes = [
+        Probe(
+            "evil", shell=f"printf '{fake} E evil\\n\\n{fake} O evil 0 1\\n{fake} END\\nEND\\n'; echo x >&2"
+        ),
+        Probe("next", argv=("echo", "fine")),
+    ]
+    script, nonce = build_script(probes)
+    assert nonce != fake and len(nonce) == 24
+    out = subprocess.run(["/bin/sh", "-s"], input=script.encode(), capture_output=True).stdout
+    stream = parse_stream(out, nonce, probes)
+    assert stream.complete
+    assert stream.results["evil"].stdout == f"{fake} E evil\n\n{fake} O evil 0 1\n{fake} END\nEND\n"
+    assert stream.results["evil"].stderr == "x\n"
+    assert stream.results["next"].stdout == "fine\n"
+
+
+def test_output_without_trailing_newline_and_binary_bytes():
+    probes = [Probe("raw", shell="printf 'no-newline'"), Probe("bin", shell="printf '\\001\\377\\n'")]
+    snap = run_local(probes)
+    assert snap.probes["raw"].stdout == "no-newline"
+    assert snap.probes["bin"].stdout == "\x01\ufffd\n"
+
+
+def test_stream_demux_byte_by_byte_and_ignores_banners():
+    probes = [Probe("a", argv=("printf", "x\ny")), Probe("b", shell="printf 'é\\n' >&2")]
+    script, nonce = build_script(probes)
+    out = (
+        b"Welcome to node01\n"
+        + subprocess.run(["/bin/sh", "-s"], input=script.encode(), capture_output=True).stdout
+    )
+    from ascend_ready.checks.probes import new_stream
+
+    stream = new_stream(nonce, probes)
+    for i in range(len(out)):
+        stream.feed(out[i : i + 1])
+    assert stream.complete
+    assert stream.results["a"].stdout == "x\ny" and stream.results["b"].stderr == "é\n"
+    assert bytes(stream.garbage) == b"Welcome to node01\n"
+
+
+def test_foreach_probes_run_per_key_with_quoted_keys(tmp_path):
+    listing = tmp_path / "npu-smi-l.out"
+    listing.write_text("NPU ID : 0\nChip Count : 2\n\nNPU ID : 5\nChip Count : 1\n")
+    probes = [
+        Probe("npu-smi-l", shell=f"cat {listing}"),
+        Probe("per-chip", shell='echo "npu $1 chip $2"', foreach="npu-chip", needs=("npu-smi-l",)),
+    ]
+    snap = run_local(probes)
+    got = {k: v.stdout for k, v in snap.probes.items() if k.startswith("per-chip")}
+    assert got == {
+        "per-chip.0.0": "npu 0 chip 0\n",
+        "per-chip.0.1": "npu 0 chip 1\n",
+        "per-chip.5.0": "npu 5 chip 0\n",
+    }
+    assert snap.probes["per-chip.5.0"].command == 'echo "npu 5 chip 0"'
+    argv = [
+        Probe("npu-smi-l", shell=f"cat {listing}"),
+        Probe("health", argv=("echo", "-i", "{1}", "-c", "{2}"), foreach="npu-chip", needs=("npu-smi-l",)),
+    ]
+    snap = run_local(argv)
+    assert snap.probes["health.0.1"].stdout == "-i 0 -c 1\n"
+    assert snap.probes["health.0.1"].command == "echo -i 0 -c 1"
+
+
+def test_background_probes_overlap_the_serial_ones():
+    probes = [
+        Probe("slow1", argv=("sleep", "1"), background=True),
+        Probe("slow2", argv=("sleep", "1"), background=True),
+        Probe("serial", argv=("sleep", "1")),
+    ]
+    started = time.monotonic()
+    snap = run_local(probes)
+    assert time.monotonic() - started < 2.5
+    assert {k: v.rc for k, v in snap.probes.items()} == {"slow1": 0, "slow2": 0, "serial": 0}
+
+
+def test_host_deadline_keeps_finished_probes_and_marks_the_rest():
+    probes = [
+        Probe("first", argv=("echo", "done")),
+        Probe("stuck", argv=("sleep", "20"), timeout_s=15),
+        Probe("never", argv=("echo", "x")),
+    ]
+    started = time.monotonic()
+    snap = run_local(probes, host_deadline_s=1.5)
+    assert time.monotonic() - started < 4
+    assert snap.reachable and "host deadline of 1.5 s" in snap.error
+    assert snap.probes["first"].stdout == "done\n"
+    for pid in ("stuck", "never"):
+        assert snap.probes[pid].timed_out and snap.probes[pid].rc == -1
+    assert "host deadline" in snap.probes["stuck"].stderr
+
+
+def test_probe_validation():
+    with pytest.raises(ValueError, match="exactly one of argv or shell"):
+        Probe("x")
+    with pytest.raises(ValueError, match="lowercase"):
+        Probe("Bad.Id", argv=("true",))
+    with pytest.raises(ValueError, match="not in the batch"):
+        build_script([Probe("a", argv=("true",), needs=("b",))])
+
+
+def test_collect_runs_hosts_in_parallel_and_reports_progress():
+    seen = []
+    targets = [Target(name=f"h{i}", address=LOCAL) for i in range(4)]
+    started = time.monotonic()
+    snaps = collect(
+        targets,
+        lambda t: ([Probe("nap", argv=("sleep", "1"))], "root"),
+        FanoutOptions(concurrency=4),
+        progress=lambda h: seen.append(h.name),
+    )
+    assert time.monotonic() - started < 2.5
+    assert [s.name for s in snaps] == ["h0", "h1", "h2", "h3"] and sorted(seen) == ["h0", "h1", "h2", "h3"]
+
+
+def test_unreachable_host_is_reported_not_raised():
+    snap = collect_host(
+        Target(name="gone", address="127.0.0.1", port=1),
+        [Probe("x", argv=("true",))],
+        FanoutOptions(connect_timeout_s=2, host_deadline_s=3),
+    )
+    assert not snap.reachable
+    assert "127.0.0.1:1" in snap.error and snap.probes == {}
+
+
+# ---------------------------------------------------------------- snapshot
+
+
+def test_snapshot_round_trip(tmp_path):
+    snap = Snapshot(
+        tool_version="0.1.0",
+        hosts={
+            "n1": HostSnapshot(
+                name="n1",
+                address="10.0.0.1",
+                groups=["train"],
+                vars={"ascend_check_profile": "atlas-800t-a3"},
+                probes={
+                    "npu-smi-info": ProbeResult(
+                        command="npu-smi info", rc=0, stdout="table\n", duration_s=0.1
+                    ),
+                    "hccn-link.3": ProbeResult(command="hccn_tool -i 3 -link -g", rc=1, stderr="boom\n"),
+                    "npu-smi-l": ProbeResult(command="npu-smi info -l", rc=124, timed_out=True, timeout_s=10),
+                },
+            )
+        },
+    )
+    snap.hosts["n2"] = HostSnapshot(name="n2", reachable=False, error="connection refused")
+    save_snapshot(snap, tmp_path / "snap")
+    assert (tmp_path / "snap" / "n1" / "hccn-link.3.err").read_text() == "boom\n"
+    assert not (tmp_path / "snap" / "n1" / "npu-smi-info.err").exists()
+    meta = json.loads((tmp_path / "snap" / "n1" / "npu-smi-l.meta.json").read_text())
+    assert meta == {
+        "command": "npu-smi info -l",
+        "rc": 124,
+        "duration_s": 0.0,
+        "timed_out": True,
+        "timeout_s": 10.0,
+    }
+    assert load_snapshot(tmp_path / "snap") == snap
+
+
+def test_snapshot_errors_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"no manifest\.json"):
+        load_snapshot(tmp_path)
+    (tmp_path / "manifest.json").write_text('{"schema_version": 99}')
+    with pytest.raises(ConfigError, match="unsupported snapshot schema_version 99"):
+        load_snapshot(tmp_path)
+    (tmp_path / "manifest.json").write_text(
+        '{"schema_version": 1, "hosts": {"n1": {"name": "n1", "probes": {"x": {"command": "c", "rc": 0}}}}}'
+    )
+    with pytest.raises(ConfigError, match=r"x\.out is missing"):
+        load_snapshot(tmp_path)
+    with pytest.raises(ConfigError, match="cannot be used as a file name"):
+        save_snapshot(Snapshot(hosts={"../etc": HostSnapshot(name="../etc")}), tmp_path / "s")

@@ -1,0 +1,463 @@
+"""Every check on synthetic snapshots: passes on a healthy node, fails (or warns) on each fault,
+including real captured samples; probe timeouts and parse errors are errors, never passes."""
+
+from __future__ import annotations
+
+import pytest
+from ascend_ready.checks.profile import load_profile
+from ascend_ready.checks.registry import all_checks, select_checks
+from ascend_ready.checks.runner import run_checks
+from ascend_ready.checks.snapshot import ProbeResult, Snapshot
+from checks_fakenode import fake_host
+
+
+def judge(host, profile="atlas-800t-a2", tier="full", select=()):
+    prof = load_profile(profile) if isinstance(profile, str) else profile
+    report = run_checks(
+        Snapshot(hosts={host.name: host}), {host.name: prof}, select_checks(tier, select=select)
+    )
+    return {r.check_id: r for r in report.results}
+
+
+def only(check_id, host, **kw):
+    return judge(host, select=[check_id], **kw)[check_id]
+
+
+DF_HEADER = "Filesystem 1024-blocks Used Available Capacity Mounted on\n"
+
+
+@pytest.mark.parametrize("hardware", ["atlas-800t-a2", "atlas-800t-a3", "atlas-300i-duo"])
+def test_healthy_node_passes_every_quick_check(hardware):
+    results = judge(fake_host(hardware=hardware), profile=hardware, tier="quick")
+    assert set(results) == {s.id for s in select_checks("quick")}
+    bad = {cid: (r.status, r.message) for cid, r in results.items() if r.status not in ("pass", "skip")}
+    assert bad == {}
+    skipped = {cid for cid, r in results.items() if r.status == "skip"}
+    if hardware == "atlas-300i-duo":  # no RoCE ports, no HBM
+        assert skipped == {
+            "hccl.conf",
+            "hccl.ip",
+            "hccl.link_up",
+            "hccl.net_health",
+            "hccl.tls",
+            "npu.hbm_idle",
+            "npu.hbm_usage",
+        }
+    else:
+        assert skipped == set()
+
+
+def test_every_check_has_metadata_and_a_test_here():
+    checks = all_checks()
+    assert len(checks) >= 30
+    for spec in checks.values():
+        assert spec.probes and spec.title and spec.severity in ("critical", "major", "minor")
+        assert spec.remediation is not None and spec.remediation.text
+    tested = {name.split("__")[0] for name in globals() if name.startswith("test_")}
+    for cid in checks:
+        assert f"test_{cid.replace('.', '_')}" in tested, f"no test for {cid}"
+
+
+# ---------------------------------------------------------------- NPU
+
+
+def test_npu_count():
+    r = only("npu.count", fake_host(faults=[("npu-missing", {"npu": 5})]))
+    assert r.status == "fail"
+    assert r.message == "npu-smi lists 7 NPUs, the Atlas 800T A2 has 8"
+    assert "npu-smi lists NPU ids [0, 1, 2, 3, 4, 6, 7]" in r.evidence
+    assert r.remediation.disruptive
+
+
+def test_npu_health__alarm_fails_with_codes():
+    r = only("npu.health", fake_host(faults=[("chip-health", {"npu": 3, "level": "Alarm"})]))
+    assert r.status == "fail"
+    assert r.message == "NPU 3 chip 0 (0000:02:00.0): Alarm, error codes A4025021 8C03A000 8C084E00"
+    assert any("heart beat lost" in line for line in r.evidence)
+    assert any("0000:02:00.0" in line and "|" in line for line in r.evidence)  # the table row
+
+
+def test_npu_health__warning_is_a_warning():
+    r = only("npu.health", fake_host(faults=[("chip-health", {"npu": 1, "level": "Warning"})]))
+    assert r.status == "warn"
+    assert "NPU 1 chip 0" in r.message and "Warning" in r.message and "8C03A000" in r.message
+
+
+def test_npu_health__real_910a_warning_sample(sample):
+    host = fake_host(
+        outputs={"npu-smi-info": sample("npu-smi-info_910a-warning_23.0.rc3_modelarts-notebook-log.txt")}
+    )
+    r = only("npu.health", host)
+    assert r.status == "warn"
+    assert r.message.startswith("NPU 1 chip 0 (0000:81:00.0): Warning")
+    assert any("| 1     910A" in line for line in r.evidence)
+
+
+def test_npu_health__real_alarm_detail_sample(sample):
+    # The table still says OK, `-t health` already reports the alarm: the worse one counts.
+    host = fake_host(
+        outputs={
+            "npu-smi-health.0.0": sample("npu-smi-info-t-health_alarm-multicode_mindcluster-faultdiag.txt")
+        }
+    )
+    r = only("npu.health", host)
+    assert r.status == "fail"
+    assert "A4025021 8C03A000 8C084E00" in r.message
+
+
+def test_npu_temperature():
+    r = only("npu.temperature", fake_host(faults=[("hot-chip", {"npu": 6, "temp_c": 96})]))
+    assert r.status == "fail"
+    assert r.message == "NPU 6 chip 0 at 96 °C (expected 10-70 °C)"
+
+
+def test_npu_hbm_idle__real_sample_with_hidden_users(sample):
+    # vllm-ascend#362: four cards hold ~29.9 GB while npu-smi lists no process (another container).
+    host = fake_host(outputs={"npu-smi-info": sample("npu-smi-info_910b2_23.0.7_vllm-ascend-362.txt")})
+    r = only("npu.hbm_idle", host)
+    assert r.status == "fail"
+    assert r.message.count("HBM on an idle node") == 4
+    assert "NPU 0 chip 0 uses 29954 MB HBM" in r.message
+    assert "NPU 4" not in r.message  # 3347 MB is the driver's baseline
+
+
+def test_npu_hbm_usage():
+    r = only("npu.hbm_usage", fake_host(faults=[("stray-process", {"npu": 2, "memory_mb": 58000})]))
+    assert r.status == "fail"
+    assert r.message.startswith("NPU 2 chip 0 uses 9") and "(max 90 %)" in r.message
+
+
+def test_npu_processes():
+    r = only(
+        "npu.processes", fake_host(faults=[("stray-process", {"npu": 0, "pid": 4242, "name": "python3"})])
+    )
+    assert r.status == "fail"
+    assert r.message == "1 process(es) hold NPUs: pid 4242 python3 on NPU 0"
+
+
+def test_npu_processes__real_sample(sample):
+    host = fake_host(outputs={"npu-smi-info": sample("npu-smi-info_910b1-procs_25.5.1_go-cmdb-test.txt")})
+    r = only("npu.processes", host)
+    assert r.status == "fail" and "pid 3755936" in r.message
+
+
+def test_npu_device_nodes():
+    host = fake_host()
+    ls = host.probes["dev-davinci"].stdout.replace("davinci3\n", "")
+    r = only("npu.device_nodes", fake_host(outputs={"dev-davinci": ls}))
+    assert r.status == "fail"
+    assert r.message == "7 /dev/davinciN device node(s) but npu-smi lists 8 chip(s)"
+
+
+def test_npu_pci_functions():
+    lspci = fake_host().probes["lspci"].stdout
+    missing = "".join(line + "\n" for line in lspci.splitlines() if not line.startswith("0000:81:00.0"))
+    r = only("npu.pci_functions", fake_host(outputs={"lspci": missing}))
+    assert r.status == "fail"
+    assert r.message == "lspci shows 7 NPU function(s), the Atlas 800T A2 has 8"
+
+
+# ---------------------------------------------------------------- PCIe
+
+
+def test_pcie_link_width():
+    r = only("pcie.link_width", fake_host(faults=[("pcie-width", {"npu": 2, "width": 8})]))
+    assert r.status == "fail"
+    assert r.message == "0000:c2:00.0 (NPU 2) trains at x8, should be x16"
+    assert "/sys/bus/pci/devices/0000:c2:00.0/current_link_width:8" in r.evidence
+
+
+def test_pcie_link_width__lspci_fallback_when_sysfs_has_no_link_attributes():
+    host = fake_host(faults=[("pcie-width", {"npu": 2, "width": 8})], outputs={"sysfs-pci-link": ""})
+    r = only("pcie.link_width", host)
+    assert r.status == "fail"
+    assert r.message == "0000:c2:00.0 (NPU 2) trains at x8, should be x16"
+    assert any("LnkSta:" in line and "Width x8" in line for line in r.evidence)
+
+
+def test_pcie_link_speed():
+    r = only("pcie.link_speed", fake_host(faults=[("pcie-speed", {"npu": 5, "speed": 8.0})]))
+    assert r.status == "fail"
+    assert r.message == (
+        "0000:41:00.0 (NPU 5) trains at 8 GT/s, should be 16 GT/s "
+        "(device max 32 GT/s behind 0000:40:00.0 (max 16 GT/s))"
+    )
+
+
+def test_pcie_link_speed__downgraded_sample_behind_gen4_port_passes(sample):
+    # The kata doc's 910B4 at 01:00.0: LnkCap 32GT/s, LnkSta 16GT/s "(downgraded)". Behind a Gen4
+    # root port (16 GT/s) that is the slot's speed, so it is healthy.
+    port = fake_host().probes["lspci-vvv"].stdout.split("\n\n")[0]  # 0000:00:00.0, the Gen4 root port
+    assert port.startswith("0000:00:00.0") and "LnkCap" in port
+    vvv = port + "\n\n" + sample("lspci-vvv_910b4-d802_link-downgraded_kata-npu-passthrough-doc.txt")
+    host = fake_host(
+        outputs={
+            "sysfs-pci-link": "",
+            "lspci-vvv": vvv,
+            "npu-smi-info": "garbage",
+            "pci-topology": "0000:01:00.0 0000:00:00.0\n",
+        }
+    )
+    r = only("pcie.link_speed", host)
+    assert r.status == "pass", r.message
+    # Without knowing the upstream port, the device's own 32 GT/s is what the slot must give.
+    host = fake_host(outputs={"sysfs-pci-link": "", "lspci-vvv": vvv, "pci-topology": ""})
+    r = only("pcie.link_speed", host)
+    assert (
+        r.status == "fail"
+        and r.message == "0000:01:00.0 (NPU 1) trains at 16 GT/s, should be 32 GT/s (device max 32 GT/s)"
+    )
+
+
+def test_pcie_aer():
+    dmesg = fake_host().probes["dmesg"].stdout + (
+        "[ 4242.000001] pcieport 0000:40:00.0: AER: Corrected error received: 0000:41:00.0\n"
+        "[ 4242.000002] devdrv_device_driver 0000:41:00.0: PCIe Bus Error: severity=Corrected, type=Physical "
+        "Layer, (Receiver ID)\n"
+    )
+    r = only("pcie.aer", fake_host(outputs={"dmesg": dmesg}))
+    assert r.status == "warn"
+    assert r.message == "2 AER/PCIe bus error line(s) in dmesg (corrected) for 0000:41:00.0"
+    assert only("pcie.aer", fake_host()).status == "pass"
+    # The sysfs counters (kernels with AER statistics) warn too.
+    sysfs = fake_host().probes["sysfs-pci-link"].stdout + (
+        "/sys/bus/pci/devices/0000:c1:00.0/aer_dev_correctable:RxErr 3\n"
+        "/sys/bus/pci/devices/0000:c1:00.0/aer_dev_correctable:TOTAL_ERR_COR 3\n"
+        "/sys/bus/pci/devices/0000:c1:00.0/aer_dev_fatal:TOTAL_ERR_FATAL 0\n"
+    )
+    r = only("pcie.aer", fake_host(outputs={"sysfs-pci-link": sysfs}))
+    assert r.status == "warn" and r.message == "0000:c1:00.0 AER counters aer_dev_correctable 3"
+
+
+# ---------------------------------------------------------------- HCCL
+
+
+def test_hccl_link_up():
+    r = only("hccl.link_up", fake_host(faults=[("link-down", {"device": 4})]))
+    assert r.status == "fail"
+    assert r.message == "device 4 link DOWN"
+    assert r.evidence == ["[device 4] link status: DOWN"]
+
+
+def test_hccl_net_health():
+    r = only("hccl.net_health", fake_host(faults=[("net-health-fault", {"device": 1})]))
+    assert r.status == "fail" and r.message.startswith("device 1 net health")
+
+
+def test_hccl_net_health__real_socket_failed_sample(sample):
+    host = fake_host(
+        outputs={
+            "hccn-net-health.0": sample("hccn_tool-net_health-g_socket-failed_mindcluster-faultdiag.txt")
+        }
+    )
+    r = only("hccl.net_health", host)
+    assert r.status == "fail" and r.message == "device 0 net health 'Socket failed'"
+
+
+def test_hccl_ip():
+    r = only("hccl.ip", fake_host(faults=[("device-ip-missing", {"device": 3})]))
+    assert r.status == "fail" and r.message == "device 3 has no IP"
+    r = only("hccl.ip", fake_host(faults=[("device-ip-duplicate", {"device": 1, "same_as": 0})]))
+    assert r.status == "fail"
+    assert "device 0 shares" in r.message and "device 1 shares" in r.message
+
+
+def test_hccl_conf__real_ip_sample(sample):
+    # hccn_tool -ip -g of a real 8-NPU node, with a matching hccn.conf: consistent.
+    blocks = sample("hccn_tool-ip-g-loop_8npu_mindcluster-faultdiag-worker9.txt").strip().split("\n\n")
+    outputs, conf = {}, []
+    for block in blocks:
+        cmd, ip, mask = block.splitlines()
+        dev = cmd.split()[2]
+        outputs[f"hccn-ip.{dev}"] = f"{ip}\n{mask}\n"
+        addr = ip.split(":")[1]
+        conf += [
+            f"address_{dev}={addr}",
+            f"netmask_{dev}=255.255.0.0",
+            f"gateway_{dev}={'.'.join(addr.split('.')[:2])}.0.1",
+        ]
+    good = "\n".join(conf) + "\n"
+    assert only("hccl.conf", fake_host(outputs={**outputs, "hccn-conf": good})).status == "pass"
+    bad = good.replace("gateway_2=192.3.0.1", "gateway_2=10.9.0.1").replace(
+        "address_5=192.2.8.198", "address_5=192.2.8.199"
+    )
+    r = only("hccl.conf", fake_host(outputs={**outputs, "hccn-conf": bad}))
+    assert r.status == "fail"
+    assert r.message == (
+        "device 2 gateway 10.9.0.1 is outside 192.3.103.252/255.255.0.0; "
+        "device 5 runs 192.2.8.198, hccn.conf says 192.2.8.199"
+    )
+
+
+def test_hccl_conf__missing_file():
+    missing = ProbeResult(
+        command="cat /etc/hccn.conf", rc=1, stderr="cat: /etc/hccn.conf: No such file or directory\n"
+    )
+    r = only("hccl.conf", fake_host(outputs={"hccn-conf": missing}))
+    assert r.status == "fail" and r.message == "/etc/hccn.conf does not exist"
+
+
+def test_hccl_tls():
+    r = only("hccl.tls", fake_host(faults=[("tls-mismatch", {"device": 6, "enable": 1})]))
+    assert r.status == "fail"
+    assert r.message == "TLS is off on 7 device(s) but on on device 6"
+
+
+def test_hccl_gateway_ping():
+    ok = (
+        "device 0 PING 192.1.0.1\nrecv seq=0,time=0.062000ms\n"
+        "1 packets transmitted, 1 received, 0.00% packet loss\n"
+    )
+    lost = "device 1 PING 192.2.0.1\n1 packets transmitted, 0 received, 100.00% packet loss\n"
+    r = only("hccl.gateway_ping", fake_host(outputs={"hccn-ping.0": ok, "hccn-ping.1": lost}))
+    assert r.status == "fail" and r.message == "device 1: 100 % loss to 192.2.0.1"
+    assert only("hccl.gateway_ping", fake_host(outputs={"hccn-ping.0": ok})).status == "pass"
+
+
+# ---------------------------------------------------------------- OS
+
+
+def test_os_thp():
+    r = only("os.thp", fake_host(outputs={"thp-defrag": "always defer defer+madvise [madvise] never\n"}))
+    assert r.status == "fail" and r.message == "THP defrag is madvise, should be never"
+
+
+def test_os_numa_balancing():
+    r = only("os.numa_balancing", fake_host(outputs={"sysctl": "kernel.numa_balancing = 1\n"}))
+    assert r.status == "fail" and r.message == "kernel.numa_balancing is 1, should be 0"
+
+
+def test_os_nofile():
+    r = only(
+        "os.nofile",
+        fake_host(outputs={"user-limits": "user root\nnofile 65536 1024\nmemlock unlimited unlimited\n"}),
+    )
+    assert r.status == "fail" and r.message == "nofile is 1024 (soft) / 65536 (hard), should be >= 1048576"
+
+
+def test_os_memlock():
+    r = only(
+        "os.memlock",
+        fake_host(outputs={"user-limits": "user root\nnofile 1048576 1048576\nmemlock 65536 65536\n"}),
+    )
+    assert r.status == "fail" and r.message == "memlock is 65536 (soft) / 65536 (hard), should be unlimited"
+    wrong_user = fake_host(
+        outputs={"user-limits": "user ascend\nnofile 1048576 1048576\nmemlock unlimited unlimited\n"}
+    )
+    assert only("os.memlock", wrong_user).status == "fail"
+
+
+def test_os_driver_user():
+    r = only("os.driver_user", fake_host(outputs={"accounts": "root:x:0:0:root:/root:/bin/bash\n"}))
+    assert r.status == "fail" and r.message == "user HwHiAiUser and group HwHiAiUser missing"
+
+
+def test_os_glibc():
+    r = only("os.glibc", fake_host(outputs={"glibc": "glibc 2.17\n"}))
+    assert r.status == "fail"
+    assert r.message.startswith("glibc is 2.17: torch ") and "needs glibc 2.28" in r.message
+    assert "numpy" not in r.message  # manylinux2014 (2.17) is fine
+
+
+def test_os_kernel_headers():
+    r = only("os.kernel_headers", fake_host(outputs={"kernel-headers": "kernel 5.15.0-91-generic\n"}))
+    assert r.status == "fail" and r.message == "no kernel headers for the running kernel 5.15.0-91-generic"
+
+
+def test_os_disk_free():
+    df = DF_HEADER + "/dev/sda1 104857600 94371840 10485760 90% /\n"
+    r = only("os.disk_free", fake_host(outputs={"disk-free": df}))
+    assert r.status == "fail" and r.message == "10.0 GB free under / (/), need 100 GB"
+
+
+def test_os_shm():
+    df = "Filesystem 1024-blocks Used Available Capacity Mounted on\ntmpfs 65536 0 65536 0% /dev/shm\n"
+    r = only("os.shm", fake_host(outputs={"shm": df}))
+    assert r.status == "fail" and r.message == "/dev/shm is 0.1 GB, need 8 GB"
+
+
+def test_os_clock_sync():
+    r = only("os.clock_sync", fake_host(outputs={"clock": "NTPSynchronized=no\n"}))
+    assert r.status == "fail" and r.message == "the clock is not synchronized"
+    chrony = "Reference ID    : 0A000001 (10.0.0.1)\nLeap status     : Normal\n"
+    assert only("os.clock_sync", fake_host(outputs={"clock": chrony})).status == "pass"
+    none = "no time sync tool answered (timedatectl, chronyc, ntpstat)\n"
+    assert only("os.clock_sync", fake_host(outputs={"clock": none})).status == "fail"
+
+
+# ---------------------------------------------------------------- versions
+
+
+def test_versions_installed():
+    none = ProbeResult(command="...", rc=1, stderr="no ascend_toolkit_install.info\n")
+    r = only("versions.installed", fake_host(outputs={"toolkit-version": none, "cann-components": ""}))
+    assert r.status == "fail" and r.message == "not installed: cann, ops, nnal"
+
+
+def test_versions_stack():
+    host = fake_host()
+    drift = host.probes["driver-version"].stdout.replace("Version=25.5.1", "Version=23.0.6")
+    r = only("versions.stack", fake_host(outputs={"driver-version": drift}))
+    assert r.status == "fail"
+    assert r.message.startswith("driver is 23.0.6, should be 25.5.1")
+
+
+def test_versions_stack__torch_mismatch_like_the_real_sample():
+    # mind-cluster fixture: torch 1.11.0 next to torch-npu 2.1.0.post8 (a broken pair).
+    text = fake_host().probes["python-packages"].stdout
+    text = text.replace("dist torch 2.9.0 ", "dist torch 1.11.0 ")
+    r = only("versions.stack", fake_host(outputs={"python-packages": text}))
+    assert r.status == "fail" and "torch" in r.message and "1.11.0" in r.message
+
+
+def test_versions_set_env():
+    r = only("versions.set_env", fake_host(outputs={"set-env": "/usr/local/Ascend/nnal/atb/set_env.sh\n"}))
+    assert r.status == "fail"
+    assert r.message == "no ascend-toolkit/set_env.sh or cann/set_env.sh under /usr/local/Ascend"
+
+
+def test_versions_user_libs():
+    libs = (
+        "LD_LIBRARY_PATH=\nlib libascendcl.so -\nlib libhccl.so -\nlib libascend_hal.so /x/libascend_hal.so\n"
+    )
+    r = only("versions.user_libs", fake_host(outputs={"user-libs": libs}))
+    assert r.status == "fail"
+    assert r.message == "root's LD_LIBRARY_PATH does not find libascendcl.so, libhccl.so"
+
+
+def test_versions_torch_npu_import():
+    good = "torch 2.9.0\ntorch_npu 2.9.0.post2\nnpu_available True\ndevice_count 8\n"
+    assert only("versions.torch_npu_import", fake_host(outputs={"torch-import": good})).status == "pass"
+    r = only(
+        "versions.torch_npu_import", fake_host(outputs={"torch-import": good.replace("count 8", "count 7")})
+    )
+    assert r.status == "fail" and r.message == "torch_npu sees 7 device(s), npu-smi lists 8"
+
+
+# ---------------------------------------------------------------- could not judge
+
+
+def test_hung_npu_smi_is_an_error_naming_the_command():
+    hung = ProbeResult(command="npu-smi info", rc=124, timed_out=True, timeout_s=10, duration_s=10)
+    results = judge(fake_host(outputs={"npu-smi-info": hung}), select=["npu.*"])
+    for cid in ("npu.count", "npu.health", "npu.temperature", "npu.processes"):
+        assert results[cid].status == "error"
+        assert results[cid].message.startswith("`npu-smi info` timed out after 10 s")
+
+
+def test_garbled_output_is_an_error_never_a_pass():
+    r = only("npu.count", fake_host(outputs={"npu-smi-info": "+----+\n| hello |\n"}))
+    assert r.status == "error" and r.message.startswith("cannot parse npu-smi-info")
+
+
+def test_missing_probe_is_an_error():
+    r = only("os.thp", fake_host(drop=("thp-enabled",)))
+    assert r.status == "error" and "no output of probe 'thp-enabled'" in r.message
+
+
+def test_group_override_changes_a_threshold():
+    prof = load_profile().model_copy(update={"overrides": {"small": {"min_disk_free_gb": 1}}})
+    df = DF_HEADER + "/dev/sda1 104857600 94371840 10485760 90% /\n"
+    host = fake_host(outputs={"disk-free": df})
+    assert only("os.disk_free", host, profile=prof).status == "fail"
+    assert only("os.disk_free", host, profile=prof.for_groups(["small"])).status == "pass"

@@ -1,0 +1,398 @@
+"""Every check over real SSH on the simulated cluster: it passes on a healthy node and fails on an
+injected fault (hardware faults through the simulator's model, OS faults by editing the node).
+
+The healthy node is node01 (a2-ubuntu2204) of `sim_cluster`, brought to the provisioned state by a
+minimal stand-in for the playbooks (fake driver/firmware/CANN installers, stand-in wheels, OS knobs,
+device NIC addresses). Where the simulator cannot reach the real target, the profile says so:
+- rlimits cannot be raised above the host's (nofile 20000, memlock 8192 KiB) inside a node, so the
+  sim profile asks for those instead of 1048576/unlimited;
+- the overlay root has ~10 GB free, so checkpoints need 1 GB here;
+- a node shares the host kernel and runs no time daemon: headers and `chronyc` are stood in for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from ascend_ready.checks.inventory import limit_targets, load_inventory
+from ascend_ready.checks.preflight import PreflightOptions, preflight
+from ascend_ready.checks.probes import FOREACH
+from ascend_ready.checks.profile import load_profile
+from ascend_ready.checks.registry import all_checks
+from ascend_ready.checks.transport import FanoutOptions
+
+pytestmark = pytest.mark.sim
+
+NODE = "node01"
+#: torch_npu's stand-in reports no usable device (it computes nothing): judged only for its failure.
+NOT_HEALTHY_IN_SIM = {"versions.torch_npu_import"}
+#: the node's site-packages (a sh command substitution)
+PURELIB = "python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'"
+SIM_PROFILE = {"min_disk_free_gb": 1, "nofile_min": 16384, "memlock_min_kb": 8192}
+
+_CHRONYC = """#!/bin/sh
+# Stand-in for chrony's client (the node runs no time daemon): prints what /etc/ascend-sim-leap holds.
+echo "Reference ID    : 0A000001 (ntp.sim)"
+echo "Leap status     : $(cat /etc/ascend-sim-leap 2>/dev/null || echo Normal)"
+"""
+
+
+def sh(cluster, cmd: str, node: str = NODE) -> str:
+    from ascend_ready.sim.cluster import node_exec
+
+    res = node_exec(cluster.node(node), ["sh", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, f"{cmd}: {res.stdout}{res.stderr}"
+    return res.stdout
+
+
+def provision(cluster, tmp: Path, node: str = NODE, product: str = "910b") -> None:
+    """What the playbooks leave on an A2 node, done directly: packages, users, knobs, NIC addresses."""
+    from ascend_ready.provision.matrix import resolve
+
+    from ascend_ready.sim.packages import build_package_dir
+
+    python = sh(cluster, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'", node).strip()
+    s = resolve(product=product, python=python, arch="x86_64")
+    pkgs = build_package_dir(
+        tmp / "pkgs",
+        [
+            {
+                "driver": s.driver,
+                "firmware": s.firmware,
+                "cann": s.cann,
+                "torch": s.torch,
+                "torch_npu": s.torch_npu,
+                "python": [python],
+                "glibc": s.glibc_floor,
+                "compatible_drivers": s.hdk_compatible,
+            }
+        ],
+        arch="x86_64",
+        products=[product],
+    )
+    root = Path(f"/proc/{cluster.node(node).pid}/root")
+    (root / "tmp/pkgs/wheelhouse").mkdir(parents=True, exist_ok=True)
+    for f in [*pkgs.glob("*.run"), *pkgs.glob("wheelhouse/*.whl")]:
+        (root / "tmp/pkgs" / f.relative_to(pkgs)).write_bytes(f.read_bytes())
+    (root / "usr/local/bin/chronyc").write_text(_CHRONYC)
+    sh(
+        cluster,
+        f"""set -e
+        getent group HwHiAiUser >/dev/null || groupadd HwHiAiUser
+        id HwHiAiUser >/dev/null 2>&1 || useradd -g HwHiAiUser -d /home/HwHiAiUser -m HwHiAiUser -s /bin/bash
+        cd /tmp/pkgs
+        sh ./*-npu-driver_*.run --full --install-for-all --quiet
+        sh ./*-npu-firmware_*.run --full --quiet
+        sh ./Ascend-cann-toolkit_*.run --install --quiet
+        sh ./*-ops_*.run --install --quiet
+        . /usr/local/Ascend/cann/set_env.sh && sh ./Ascend-cann-nnal_*.run --install --quiet
+        site=$({PURELIB}); [ -w "$site" ] || {{ site=$(python3 -m site --user-site); mkdir -p "$site"; }}
+        for w in wheelhouse/*.whl; do python3 -m zipfile -e "$w" "$site"; done
+        echo '. /usr/local/Ascend/cann/set_env.sh' > /etc/profile.d/ascend.sh
+        printf 'root - nofile 1048576\nroot - memlock unlimited\n' > /etc/security/limits.d/90-ascend.conf
+        echo never > /sys/kernel/mm/transparent_hugepage/enabled
+        echo never > /sys/kernel/mm/transparent_hugepage/defrag
+        echo 0 > /proc/sys/kernel/numa_balancing
+        mkdir -p /lib/modules/$(uname -r)/build && touch /lib/modules/$(uname -r)/build/Makefile
+        chmod 755 /usr/local/bin/chronyc
+        for d in $({FOREACH["davinci"]}); do p=$((d % 4 + 1))
+            hccn_tool -i $d -ip -s address 192.$p.1.$((d + 10)) netmask 255.255.0.0
+            hccn_tool -i $d -gateway -s gateway 192.$p.0.1
+            hccn_tool -i $d -netdetect -s address 192.$p.0.1
+        done
+    """,
+        node,
+    )
+
+
+def sim_profile(tmp: Path, name: str) -> Path:
+    """A bundled profile with the simulator's limits (module docstring) as a profile file."""
+    profile = load_profile(name).model_dump()
+    profile.update(SIM_PROFILE)
+    path = tmp / f"sim-{name}.yml"
+    path.write_text(yaml.safe_dump(profile))
+    return path
+
+
+@pytest.fixture(scope="module")
+def node(sim_cluster, tmp_path_factory):
+    from ascend_ready.sim import faults
+
+    tmp = tmp_path_factory.mktemp("simcheck")
+    provision(sim_cluster, tmp)
+    yield sim_cluster, sim_profile(tmp, "atlas-800t-a2")
+    faults.change(NODE, None, {})
+
+
+def check(node, check_id: str, **profile_changes):
+    """Run one check on node01 over SSH (inventory from `ascend-sim`); its result."""
+    cluster, profile_path = node
+    if profile_changes:
+        data = yaml.safe_load(profile_path.read_text())
+        data.update(profile_changes)
+        profile_path = profile_path.with_name("changed.yml")
+        profile_path.write_text(yaml.safe_dump(data))
+    targets = limit_targets(load_inventory(cluster.inventory_path), NODE)
+    options = PreflightOptions(
+        tier="full",
+        select=[check_id],
+        profile=str(profile_path),
+        fanout=FanoutOptions(probe_timeout_s=5, host_deadline_s=40),
+    )
+    report = preflight(targets, options)
+    assert report.hosts[0].reachable, report.hosts[0].error
+    (result,) = report.results
+    return result
+
+
+def test_healthy_node_passes_every_check(node):
+    cluster, profile_path = node
+    targets = limit_targets(load_inventory(cluster.inventory_path), NODE)
+    options = PreflightOptions(tier="full", skip=sorted(NOT_HEALTHY_IN_SIM), profile=str(profile_path))
+    report = preflight(targets, options)
+    bad = {r.check_id: (r.status, r.message) for r in report.results if r.status != "pass"}
+    assert bad == {}
+    assert {r.check_id for r in report.results} == set(all_checks()) - NOT_HEALTHY_IN_SIM
+
+
+def test_healthy_a3_node_passes_every_check(sim_cluster, tmp_path):
+    # node04: Atlas A3 (8 NPUs x 2 chips, npu-smi "Ascend910"), openEuler, Python 3.9; its driver is a
+    # 26.x one, so npu-smi prints the 116-column table.
+    (a3,) = [n for n in sim_cluster.nodes if n.hardware == "atlas-800t-a3"]
+    provision(sim_cluster, tmp_path, node=a3.name, product="910_93")
+    targets = limit_targets(load_inventory(sim_cluster.inventory_path), a3.name)
+    options = PreflightOptions(
+        tier="full", skip=sorted(NOT_HEALTHY_IN_SIM), profile=str(sim_profile(tmp_path, "atlas-800t-a3"))
+    )
+    report = preflight(targets, options)
+    bad = {r.check_id: (r.status, r.message) for r in report.results if r.status != "pass"}
+    assert bad == {}
+    assert report.profile == "Atlas 800T A3"
+    count = next(r for r in report.results if r.check_id == "npu.count")
+    assert "NPU 7: 2 chip(s) Ascend910" in count.evidence
+
+
+# (check id, simulator fault kind, parameters, expected status, text in the message)
+HARDWARE_FAULTS = [
+    ("npu.count", "npu-missing", {"npu": 5}, "fail", "npu-smi lists 7 NPUs, the Atlas 800T A2 has 8"),
+    ("npu.pci_functions", "npu-missing", {"npu": 5}, "fail", "lspci shows 7 NPU function(s)"),
+    (
+        "npu.health",
+        "chip-health",
+        {"npu": 3, "level": "Alarm"},
+        "fail",
+        "NPU 3 chip 0 (0000:02:00.0): Alarm, error codes A4025021 8C03A000 8C084E00",
+    ),
+    ("npu.health", "chip-health", {"npu": 1, "level": "Warning"}, "warn", "NPU 1 chip 0"),
+    ("npu.temperature", "hot-chip", {"npu": 6, "temp_c": 96}, "fail", "NPU 6 chip 0 at 96 °C"),
+    ("npu.processes", "stray-process", {"npu": 0, "pid": 31337}, "fail", "pid 31337 python3 on NPU 0"),
+    ("npu.hbm_idle", "stray-process", {"npu": 0, "memory_mb": 20480}, "fail", "NPU 0 chip 0 uses"),
+    ("npu.hbm_usage", "stray-process", {"npu": 0, "memory_mb": 58000}, "fail", "(max 90 %)"),
+    (
+        "pcie.link_width",
+        "pcie-width",
+        {"npu": 2, "width": 8},
+        "fail",
+        "0000:c2:00.0 (NPU 2) trains at x8, should be x16",
+    ),
+    (
+        "pcie.link_speed",
+        "pcie-speed",
+        {"npu": 5, "speed": 8.0},
+        "fail",
+        "0000:41:00.0 (NPU 5) trains at 8 GT/s, should be 16 GT/s",
+    ),
+    ("hccl.link_up", "link-down", {"device": 4}, "fail", "device 4 link DOWN"),
+    ("hccl.net_health", "net-health-fault", {"device": 1}, "fail", "device 1 net health"),
+    ("hccl.ip", "device-ip-missing", {"device": 3}, "fail", "device 3 has no IP"),
+    ("hccl.ip", "device-ip-duplicate", {"device": 1, "same_as": 0}, "fail", "shares"),
+    ("hccl.tls", "tls-mismatch", {"device": 6, "enable": 1}, "fail", "on on device 6"),
+    ("versions.stack", "driver-version-drift", {"version": "23.0.6"}, "fail", "driver is 23.0.6, should be"),
+]
+
+
+@pytest.mark.parametrize(
+    ("check_id", "kind", "params", "status", "text"),
+    HARDWARE_FAULTS,
+    ids=[f"{c}-{k}" for c, k, *_ in HARDWARE_FAULTS],
+)
+def test_hardware_fault(node, check_id, kind, params, status, text):
+    from ascend_ready.sim import faults
+
+    assert check(node, check_id).status == "pass"
+    faults.change(NODE, kind, params)
+    try:
+        result = check(node, check_id)
+        assert (result.status, text in result.message) == (status, True), result.message
+        assert result.evidence
+    finally:
+        faults.change(NODE, None, {})
+    assert check(node, check_id).status == "pass"
+
+
+# (check id, break it on the node, repair it, text in the message[, profile changes])
+NODE_FAULTS = [
+    (
+        "npu.device_nodes",
+        "mv /dev/davinci3 /root/davinci3.bak",
+        "mv /root/davinci3.bak /dev/davinci3",
+        "7 /dev/davinciN device node(s) but npu-smi lists 8 chip(s)",
+    ),
+    ("pcie.aer", "true", "true", "AER/PCIe bus error line(s) in dmesg"),
+    (
+        "hccl.conf",
+        "sed -i 's/^address_5=.*/address_5=192.2.9.9/' /etc/hccn.conf",
+        "sed -i 's/^address_5=.*/address_5=192.2.1.15/' /etc/hccn.conf",
+        "device 5 runs 192.2.1.15, hccn.conf says 192.2.9.9",
+    ),
+    (
+        "os.thp",
+        "echo always > /sys/kernel/mm/transparent_hugepage/enabled",
+        "echo never > /sys/kernel/mm/transparent_hugepage/enabled",
+        "THP enabled is always, should be never",
+    ),
+    (
+        "os.numa_balancing",
+        "echo 1 > /proc/sys/kernel/numa_balancing",
+        "echo 0 > /proc/sys/kernel/numa_balancing",
+        "kernel.numa_balancing is 1, should be 0",
+    ),
+    (
+        "os.nofile",
+        "sed -i 's/nofile 1048576/nofile 1024/' /etc/security/limits.d/90-ascend.conf",
+        "sed -i 's/nofile 1024/nofile 1048576/' /etc/security/limits.d/90-ascend.conf",
+        "nofile is 1024 (soft)",
+    ),
+    (
+        "os.memlock",
+        "sed -i 's/memlock unlimited/memlock 64/' /etc/security/limits.d/90-ascend.conf",
+        "sed -i 's/memlock 64/memlock unlimited/' /etc/security/limits.d/90-ascend.conf",
+        "memlock is 64 (soft)",
+    ),
+    (
+        "os.driver_user",
+        "userdel HwHiAiUser && groupdel HwHiAiUser 2>/dev/null; true",
+        "groupadd HwHiAiUser && useradd -g HwHiAiUser -d /home/HwHiAiUser -s /bin/bash HwHiAiUser",
+        "user HwHiAiUser and group HwHiAiUser missing",
+    ),
+    (
+        "os.glibc",
+        f"d=$({PURELIB})/future-9.9.dist-info; "
+        "mkdir -p $d && printf 'Tag: cp311-cp311-manylinux_2_99_x86_64\\n' > $d/WHEEL",
+        f"rm -r $({PURELIB})/future-9.9.dist-info",
+        "future 9.9 needs glibc 2.99",
+    ),
+    (
+        "os.kernel_headers",
+        "mv /lib/modules/$(uname -r)/build /root/build.bak",
+        "mv /root/build.bak /lib/modules/$(uname -r)/build",
+        "no kernel headers for the running kernel",
+    ),
+    (
+        "os.shm",
+        "mount -o remount,size=64m /dev/shm",
+        "mount -o remount,size=50% /dev/shm",
+        "/dev/shm is 0.1 GB",
+    ),
+    (
+        "os.clock_sync",
+        "echo 'Not synchronised' > /etc/ascend-sim-leap",
+        "rm /etc/ascend-sim-leap",
+        "the clock is not synchronized",
+    ),
+    (
+        "versions.installed",
+        "mv /usr/local/Ascend/cann/x86_64-linux/ascend_ops_install.info /root/ops.bak",
+        "mv /root/ops.bak /usr/local/Ascend/cann/x86_64-linux/ascend_ops_install.info",
+        "not installed: ops",
+    ),
+    (
+        "versions.set_env",
+        "mv /usr/local/Ascend/cann/set_env.sh /root/c.bak && "
+        "mv /usr/local/Ascend/ascend-toolkit/set_env.sh /root/a.bak",
+        "mv /root/c.bak /usr/local/Ascend/cann/set_env.sh && "
+        "mv /root/a.bak /usr/local/Ascend/ascend-toolkit/set_env.sh",
+        "no ascend-toolkit/set_env.sh or cann/set_env.sh",
+    ),
+    (
+        "versions.user_libs",
+        "mv /etc/profile.d/ascend.sh /root/ascend.sh.bak",
+        "mv /root/ascend.sh.bak /etc/profile.d/ascend.sh",
+        "does not find libascendcl.so, libhccl.so, libascend_hal.so",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("check_id", "breaks", "repairs", "text"), NODE_FAULTS, ids=[c for c, *_ in NODE_FAULTS]
+)
+def test_node_fault(node, check_id, breaks, repairs, text):
+    cluster, _ = node
+    assert check(node, check_id).status == "pass"
+    if check_id == "pcie.aer":  # the fake dmesg prints the simdir's kernel log: append an AER report
+        log = cluster.node(NODE).simdir(cluster.run_dir) / "dmesg"
+        saved = log.read_text()
+        log.write_text(
+            saved + "[ 4242.000001] pcieport 0000:40:00.0: AER: Corrected error received: 0000:41:00.0\n"
+        )
+        repairs_fn = lambda: log.write_text(saved)  # noqa: E731
+    else:
+        sh(cluster, breaks)
+        repairs_fn = lambda: sh(cluster, repairs)  # noqa: E731
+    try:
+        result = check(node, check_id)
+        expected = "warn" if check_id == "pcie.aer" else "fail"
+        assert (result.status, text in result.message) == (expected, True), result.message
+    finally:
+        repairs_fn()
+    assert check(node, check_id).status == "pass"
+
+
+def test_disk_free_threshold(node):
+    assert check(node, "os.disk_free").status == "pass"
+    result = check(node, "os.disk_free", min_disk_free_gb=100000)
+    assert result.status == "fail" and "need 100000 GB" in result.message
+
+
+def test_torch_npu_import_fails_without_the_cann_environment(node):
+    cluster, _ = node
+    sh(cluster, "mv /etc/profile.d/ascend.sh /root/ascend.sh.bak")
+    try:
+        result = check(node, "versions.torch_npu_import")
+    finally:
+        sh(cluster, "mv /root/ascend.sh.bak /etc/profile.d/ascend.sh")
+    assert result.status == "error"
+    assert "libhccl.so: cannot open shared object file" in result.message
+
+
+def test_hung_npu_smi_is_a_failed_check_naming_the_command_not_a_hung_run(node):
+    from ascend_ready.sim import faults
+
+    faults.change(NODE, "npu-smi-hang", {})
+    try:
+        started = time.monotonic()
+        result = check(node, "npu.count")
+        assert time.monotonic() - started < 20
+    finally:
+        faults.change(NODE, None, {})
+    assert result.status == "error"
+    assert result.message.startswith("`npu-smi info` timed out after 5 s")
+
+
+def test_unreachable_node_is_reported_once_and_the_others_carry_on(node):
+    cluster, profile_path = node
+    targets = load_inventory(cluster.inventory_path)
+    dead = dataclasses.replace(limit_targets(targets, NODE)[0], name="ghost", port=1)
+    options = PreflightOptions(
+        select=["os.thp"],
+        profile=str(profile_path),
+        fanout=FanoutOptions(connect_timeout_s=2, host_deadline_s=10),
+    )
+    report = preflight([*limit_targets(targets, NODE), dead], options)
+    assert [h.reachable for h in report.hosts] == [True, False]
+    assert [(r.host, r.status) for r in report.results] == [(NODE, "pass")]
+    assert ":1: " in report.hosts[1].error
