@@ -35,7 +35,7 @@ setup: system-deps venv
 
 lint: venv
 	$(BIN)/ruff check .
-	@if ls playbooks/*.yml >/dev/null 2>&1; then $(BIN)/yamllint -s playbooks provision; fi
+	@if ls playbooks/*.yml >/dev/null 2>&1; then $(BIN)/yamllint -c playbooks/.yamllint -s playbooks provision; fi
 	@if ls playbooks/*.yml >/dev/null 2>&1; then (cd playbooks && ../$(BIN)/ansible-lint --profile production); fi
 
 test: setup lint

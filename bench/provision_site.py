@@ -1,0 +1,89 @@
+"""Benchmark: site.yml on N simulated nodes, first run (installs everything) and the no-op re-run.
+
+Target (issue 4): the re-run takes <= 25 s on 8 nodes with 2 cores and reports changed=0 everywhere.
+Usage (root): .venv/bin/python bench/provision_site.py [--nodes 8] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PLAYBOOKS = REPO / "playbooks"
+BIN = Path(sys.executable).parent
+STACK = "cann-8.2.RC1-torch-2.5.1"
+RUN_DIR = "/run/ascend-sim-bench-provision"
+SUBNET = "10.251.210.0/24"
+TARGET_S = 25.0
+
+
+def _fleet_helper():
+    path = PLAYBOOKS / "simulator" / "fleet.py"
+    spec = importlib.util.spec_from_file_location("ascend_playbooks_fleet", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _play(inventory: Path) -> dict:
+    env = {**os.environ, "ANSIBLE_CONFIG": str(PLAYBOOKS / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+           "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), "site.yml", "--skip-tags",
+                           "os_prereqs"], cwd=PLAYBOOKS, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    recap = {m.group(1): {"changed": int(m.group(2)), "failed": int(m.group(3))}
+             for m in re.finditer(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)",
+                                  proc.stdout, re.M)}
+    if proc.returncode != 0:
+        sys.exit(f"site.yml failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    return {"wall_s": round(wall, 1),
+            "controller_cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1),
+            "tasks": proc.stdout.count("\nTASK ["),
+            "changed": sum(r["changed"] for r in recap.values()), "hosts": len(recap)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    os.environ["ASCEND_SIM_RUN_DIR"], os.environ["ASCEND_SIM_SUBNET"] = RUN_DIR, SUBNET
+    from ascend_ready.sim import cluster as sim
+
+    fleet = _fleet_helper()
+    work = Path(RUN_DIR + "-work")
+    sim.down()
+    try:
+        c = sim.up(args.nodes)
+        builder = PLAYBOOKS / "simulator" / "build_packages.py"
+        subprocess.run([sys.executable, str(builder), str(work / "packages"), "--stack", STACK], check=True,
+                       capture_output=True)
+        fleet.preinstall_net_tools(c.run_dir)
+        inventory = fleet.write_inventory(c.run_dir, work / "inventory", work / "packages", STACK)
+        first = _play(inventory)
+        rerun = _play(inventory)
+    finally:
+        sim.down()
+    result = {"nodes": args.nodes, "cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 1),
+              "first_run": first, "rerun": rerun, "rerun_target_s": TARGET_S,
+              "rerun_within_target": rerun["wall_s"] <= TARGET_S and rerun["changed"] == 0}
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

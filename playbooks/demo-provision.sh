@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Provision the running simulated cluster with site.yml from the bundled fake packages, then show that
+# a second run changes nothing. Called by `make demo` after `ascend-sim up`; needs root like the simulator.
+#   ASCEND_DEMO_STACK   matrix stack id to install (default cann-8.2.RC1-torch-2.5.1)
+#   ASCEND_SIM_RUN_DIR  the cluster (default /run/ascend-sim)
+set -euo pipefail
+cd "$(dirname "$0")"
+BIN=$(cd ../.venv/bin && pwd)
+RUN_DIR=${ASCEND_SIM_RUN_DIR:-/run/ascend-sim}
+WORK=$RUN_DIR/provision
+STACK=${ASCEND_DEMO_STACK:-cann-8.2.RC1-torch-2.5.1}
+
+echo "== building the simulated package source for $STACK (fake .run installers, wheels, SHA256SUMS)"
+"$BIN/python" simulator/build_packages.py "$WORK/packages" --stack "$STACK" >/dev/null
+INVENTORY=$("$BIN/python" simulator/fleet.py "$WORK/inventory" --packages "$WORK/packages" --stack "$STACK" \
+  --run-dir "$RUN_DIR")
+
+echo "== ansible-playbook -i $INVENTORY site.yml   (first run: installs)"
+export PATH="$BIN:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg"
+# os_prereqs needs a package mirror the simulated nodes cannot reach; fleet.py put in what the driver
+# installer needs (net-tools).
+"$BIN/ansible-playbook" -i "$INVENTORY" site.yml --skip-tags os_prereqs | tail -n 12
+
+echo "== the same command again (must report changed=0 on every node)"
+"$BIN/ansible-playbook" -i "$INVENTORY" site.yml --skip-tags os_prereqs | tee "$WORK/rerun.log" | tail -n 8
+if grep -E 'changed=[1-9]' "$WORK/rerun.log" >/dev/null; then
+  echo "error: the re-run changed something; see $WORK/rerun.log" >&2
+  exit 1
+fi

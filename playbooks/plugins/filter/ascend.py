@@ -1,0 +1,123 @@
+"""Jinja filters of the ascend-ready roles: read vendor version files, pick install actions, judge health.
+
+Each filter is a thin wrapper over ascend_ready (the matrix's version order, the checks' npu-smi parser),
+so the playbooks and ascend-check judge the same facts the same way.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+try:
+    from ascend_ready.provision import matrix as _matrix
+
+    from ascend_ready.errors import AscendReadyError
+except ImportError as _exc:  # pragma: no cover - depends on the controller's environment
+    _IMPORT_ERROR: ImportError | None = _exc
+else:
+    _IMPORT_ERROR = None
+
+#: PCI device ids of Huawei NPUs (vendor 19e5) -> matrix product id (Ascend lspci samples, sim/hw profiles)
+NPU_PCI_PRODUCTS = {"d802": "910b", "d803": "910_93", "d500": "310p"}
+_LSPCI_N = re.compile(r"^\S+\s+[0-9a-f]{4}:\s+19e5:([0-9a-f]{4})\b", re.IGNORECASE)
+
+
+def _need_package() -> None:
+    if _IMPORT_ERROR is not None:
+        raise AnsibleFilterError(
+            f"the ascend-ready filters need the ascend_ready package in the controller's Python "
+            f"({_IMPORT_ERROR}); run ansible-playbook from its environment (pip install -e .)")
+
+
+def key_values(text: str | None) -> dict[str, str]:
+    """KEY=value lines of a version or install-info file (quotes stripped); {} for no text."""
+    out: dict[str, str] = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.lstrip().startswith("#"):
+            out[key.strip()] = value.strip().strip("'\"")
+    return out
+
+
+def install_action(installed: str | None, wanted: str) -> str:
+    """'install' (nothing there), 'skip' (same version), 'upgrade' (wanted is newer) or 'downgrade'."""
+    _need_package()
+    if not wanted:
+        raise AnsibleFilterError("ascend_install_action: no wanted version given")
+    if not installed or str(installed).strip().lower() in ("none", ""):
+        return "install"
+    try:
+        have, want = _matrix.version_key(str(installed)), _matrix.version_key(str(wanted))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"ascend_install_action: {exc}") from None
+    if have == want:
+        return "skip"
+    return "upgrade" if want > have else "downgrade"
+
+
+def version_lt(a: str, b: str) -> bool:
+    """a < b in the matrix's version order (glibc 2.17 < 2.28; 23.0.rc3 < 23.0.0)."""
+    _need_package()
+    try:
+        return _matrix.version_key(str(a)) < _matrix.version_key(str(b))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"ascend_version_lt: {exc}") from None
+
+
+def os_id(distribution: str, version: str) -> str:
+    """The matrix OS id for Ansible's distribution facts, '' when the matrix does not track that OS.
+
+    Kylin's facts name no service pack ("V10"); when every tracked service pack of that release has
+    the same glibc, Python and family, the first is as good as any for resolving, so it is used.
+    """
+    _need_package()
+    m = _matrix.load_matrix()
+    found = _matrix.os_id_for(distribution, version, m)
+    if found:
+        return found
+    if "kylin" in str(distribution).lower():
+        prefix = "kylin" + str(version).strip().lower()
+        same = [o for o in m.os if o.id.startswith(prefix)]
+        if same and len({(o.glibc, o.python3, o.family) for o in same}) == 1:
+            return same[0].id
+    return ""
+
+
+def npu_product(lspci_n: str) -> str:
+    """Matrix product id of the NPUs in `lspci -n` output; '' when none; error when products are mixed."""
+    seen = set()
+    for line in (lspci_n or "").splitlines():
+        m = _LSPCI_N.match(line.strip())
+        if m and m.group(1).lower() in NPU_PCI_PRODUCTS:
+            seen.add(NPU_PCI_PRODUCTS[m.group(1).lower()])
+    if len(seen) > 1:
+        raise AnsibleFilterError(f"ascend_npu_product: mixed NPU products in one node: "
+                                 f"{', '.join(sorted(seen))}")
+    return seen.pop() if seen else ""
+
+
+def unhealthy_chips(npu_smi_info: str) -> list[str]:
+    """'NPU 3 chip 0: Alarm' for every chip `npu-smi info` does not show as OK; fails on unreadable text."""
+    _need_package()
+    try:
+        from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
+
+        info = parse_npu_smi_info(npu_smi_info or "")
+    except AscendReadyError as exc:
+        raise AnsibleFilterError(f"cannot judge NPU health: {exc.message}") from None
+    return [f"NPU {npu.id} chip {chip.chip_id}: {chip.health}"
+            for npu in info.npus for chip in npu.chips if chip.health != "OK"]
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "ascend_kv": key_values,
+            "ascend_install_action": install_action,
+            "ascend_version_lt": version_lt,
+            "ascend_os_id": os_id,
+            "ascend_npu_product": npu_product,
+            "ascend_unhealthy_chips": unhealthy_chips,
+        }

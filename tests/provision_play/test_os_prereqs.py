@@ -1,0 +1,95 @@
+"""An Ubuntu node provisioned end to end, nothing preinstalled: os_prereqs for real from a local apt
+mirror served over HTTP by the controller (the nodes reach nothing else; packages with their
+dependencies from Debian, plus a stand-in for the VM kernel's headers, see
+playbooks/simulator/apt_mirror.py), then the whole site.yml with a CANN 8.5 stack (the new layout).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import PLAYBOOKS, STACK, sim_fleet
+
+pytestmark = pytest.mark.sim
+
+WANTED = ("make", "dkms", "gcc", "g++", "pciutils", "net-tools", "python3-venv")
+STACK_85 = "cann-8.5.0-torch-2.9.0"
+
+
+def _apt_mirror():
+    spec = importlib.util.spec_from_file_location("ascend_playbooks_apt_mirror",
+                                                  PLAYBOOKS / "simulator" / "apt_mirror.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def mirrored(fleet_factory, tmp_path_factory):
+    fleet = fleet_factory("a2-ubuntu2204", 2, stacks=(STACK, STACK_85))
+    repo = tmp_path_factory.mktemp("apt") / "repo"
+    try:
+        _apt_mirror().build(repo)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"cannot download the Debian packages for the mirror: {exc.stderr!r}")
+    host_ip = fleet.cluster.net.host_ip
+    with socket.socket() as s:
+        s.bind((host_ip, 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", host_ip,
+                               "--directory", str(repo)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host_ip, port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    group = {**sim_fleet.group_vars(fleet.packages, STACK),
+             "os_prereqs_repo": f"[trusted=yes] http://{host_ip}:{port}/ ./"}
+    fleet.write_inventory(group)
+    fleet.group_vars = group
+    yield fleet
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def test_ubuntu_node_gets_its_prerequisites_from_the_mirror(mirrored):
+    fleet = mirrored
+    kernel = fleet.sh("node01", "uname -r").strip()
+    fleet.sh("node01", "dpkg -r net-tools >/dev/null")  # as bare as a fresh node
+    first = fleet.play("--tags", "os_prereqs")
+    assert first.rc == 0, first.output[-4000:]
+    assert first.changed("node01") >= 2  # the mirror's source list and the packages
+    status = fleet.sh("node01", "dpkg-query -W -f='${Package} ${db:Status-Status}\\n' "
+                                + " ".join(WANTED) + f" linux-headers-{kernel}")
+    wanted = (*WANTED, f"linux-headers-{kernel}")
+    assert sorted(status.split("\n")[:-1]) == sorted(f"{p} installed" for p in wanted)
+    found = fleet.sh("node01", "for c in ifconfig gcc dkms make lspci; do command -v $c; done")
+    assert found.count("\n") == 5
+    assert fleet.read("node01", "/etc/apt/sources.list.d/ascend-ready.list").startswith("deb [trusted=yes] http://")
+    second = fleet.play("--tags", "os_prereqs")
+    assert second.rc == 0 and second.changed("node01") == 0
+    assert "Refresh the package index" not in second.output.split("TASK [os_prereqs : Record")[1]
+
+
+def test_whole_site_with_the_cann_85_layout(mirrored):
+    fleet = mirrored
+    fleet.write_inventory({**fleet.group_vars, "stack_id": STACK_85},
+                          sim_fleet.host_vars([vars(n) for n in fleet.cluster.nodes]))
+    first = fleet.play()
+    assert first.rc == 0, first.output[-4000:]
+    assert fleet.sh("node01", "readlink /usr/local/Ascend/cann").strip() == "cann-8.5.0"
+    ops = fleet.read("node01", "/usr/local/Ascend/cann/x86_64-linux/ascend_ops_install.info")
+    assert "package_name=Ascend-cann-910b-ops" in ops and "version=8.5.0" in ops
+    assert ". /usr/local/Ascend/cann/set_env.sh" in fleet.read("node01", "/home/ascend/.bashrc")
+    assert "Version=25.5.1" in fleet.read("node01", "/usr/local/Ascend/driver/version.info")
+    again = fleet.play()
+    assert again.rc == 0 and again.changed("node01") == 0

@@ -1,0 +1,156 @@
+"""The playbooks' lookup and filter plugins, called directly (no Ansible run, no simulator)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+from ansible.errors import AnsibleFilterError, AnsibleLookupError
+from ascend_ready.provision import matrix as mx
+
+PLUGINS = Path(__file__).resolve().parents[2] / "playbooks" / "plugins"
+
+
+def _load(kind: str, name: str):
+    spec = importlib.util.spec_from_file_location(f"h7_{kind}_{name}", PLUGINS / kind / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+stack = _load("lookup", "ascend_stack")
+packages = _load("lookup", "ascend_packages")
+filters = _load("filter", "ascend")
+
+
+def test_stack_id_resolves_like_the_cli():
+    got = stack.resolve_stack("cann-8.2.RC1-torch-2.5.1", product="910b", os="centos7.6", arch="x86_64")
+    want = mx.resolve(cann="8.2.RC1", torch="2.5.1", product="910b", os="centos7.6", arch="x86_64")
+    assert got == want.model_dump(mode="json")
+    assert got["packages"]["driver"] == "Ascend-hdk-910b-npu-driver_25.0.rc1.1_linux-x86-64.run"
+    assert got["layout"]["name"] == "legacy"
+
+
+def test_stack_id_and_a_contradicting_pin_are_refused():
+    with pytest.raises(AnsibleLookupError, match=r"torch: pinned 2.9.0 but stack cann-8.2.RC1-torch-2.5.1 "):
+        stack.resolve_stack("cann-8.2.RC1-torch-2.5.1", torch="2.9.0")
+
+
+def test_unknown_stack_id_is_refused_with_an_example():
+    with pytest.raises(AnsibleLookupError, match=r"unknown stack id 'cann-1.0-torch-0.1'.*hint: ids are"):
+        stack.resolve_stack("cann-1.0-torch-0.1")
+
+
+def test_too_old_glibc_is_refused_by_the_matrix():
+    with pytest.raises(AnsibleLookupError, match=r"invalid Ascend stack: no stack fits.*glibc 2.28 but"):
+        stack.resolve_stack(cann="8.5.0", os="centos7.6", arch="x86_64")
+
+
+def test_new_layout_for_cann_85():
+    got = stack.resolve_stack(cann="8.5.0", torch="2.9.0", product="910b", arch="aarch64")
+    assert got["layout"]["name"] == "cann-8.5"
+    assert got["packages"]["ops"] == "Ascend-cann-910b-ops_8.5.0_linux-aarch64.run"
+
+
+@pytest.mark.parametrize(("installed", "wanted", "action"), [
+    ("", "25.0.rc1.1", "install"),
+    ("none", "25.0.rc1.1", "install"),
+    ("25.0.rc1.1", "25.0.RC1.1", "skip"),
+    ("24.1.rc2", "25.0.rc1.1", "upgrade"),
+    ("25.0.rc1", "25.0.rc1.1", "upgrade"),
+    ("8.2.RC1", "8.1.RC1", "downgrade"),
+    ("7.7.0.1.231", "7.3.0.1.231", "downgrade"),
+])
+def test_install_action(installed, wanted, action):
+    assert filters.install_action(installed, wanted) == action
+
+
+def test_install_action_refuses_garbage():
+    with pytest.raises(AnsibleFilterError, match="bad version"):
+        filters.install_action("25.x!", "25.0.rc1")
+
+
+def test_key_values_read_version_files():
+    text = "Version=24.1.rc1\nascendhal_version=7.35.19\n# comment\npath='/usr/local/Ascend'\nnoise\n"
+    assert filters.key_values(text) == {"Version": "24.1.rc1", "ascendhal_version": "7.35.19",
+                                        "path": "/usr/local/Ascend"}
+    assert filters.key_values(None) == {}
+
+
+@pytest.mark.parametrize(("distribution", "version", "os_id"), [
+    ("CentOS", "7.6", "centos7.6"),
+    ("Ubuntu", "22.04", "ubuntu22.04"),
+    ("openEuler", "22.03", "openeuler22.03"),
+    ("Kylin Linux Advanced Server", "V10", "kylinv10sp2"),
+    ("Fedora", "40", ""),
+])
+def test_os_id(distribution, version, os_id):
+    assert filters.os_id(distribution, version) == os_id
+
+
+def test_npu_product_from_lspci():
+    lspci = ("00:00.0 0604: 19e5:a120 (rev 21)\n"
+             "c1:00.0 1200: 19e5:d802 (rev 20)\n"
+             "c2:00.0 1200: 19e5:d802 (rev 20)\n")
+    assert filters.npu_product(lspci) == "910b"
+    assert filters.npu_product("9d:00.0 1200: 19e5:d803 (rev 20)\n") == "910_93"
+    assert filters.npu_product("00:00.0 0604: 19e5:a120 (rev 21)\n") == ""
+    with pytest.raises(AnsibleFilterError, match="mixed NPU products"):
+        filters.npu_product(lspci + "01:00.0 1200: 19e5:d500 (rev 23)\n")
+
+
+def _package_dir(tmp_path: Path) -> Path:
+    src = tmp_path / "pkgs"
+    (src / "wheelhouse").mkdir(parents=True)
+    files = {
+        "Ascend-hdk-910b-npu-driver_25.5.1_linux-aarch64.run": b"driver",
+        "wheelhouse/torch-2.9.0-cp311-cp311-manylinux_2_28_aarch64.whl": b"t311",
+        "wheelhouse/torch-2.9.0-cp310-cp310-manylinux_2_28_aarch64.whl": b"t310",
+        "wheelhouse/torch-2.9.0-cp311-cp311-manylinux_2_28_x86_64.whl": b"tx86",
+        "wheelhouse/pip-23.2.1-py3-none-any.whl": b"pip",
+    }
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    (src / "SHA256SUMS").write_text("".join(f"{hashlib.sha256(d).hexdigest()}  {n}\n"
+                                            for n, d in files.items()))
+    return src
+
+
+def test_packages_verified_and_wheels_picked_for_python_and_arch(tmp_path):
+    src = _package_dir(tmp_path)
+    cache = str(tmp_path / "cache.json")
+    got = packages.verify(["Ascend-hdk-910b-npu-driver_25.5.1_linux-aarch64.run", "wheel:torch==2.9.0",
+                           "wheel:pip"], str(src), cache_file=cache, python="3.11", arch="aarch64")
+    assert sorted(got) == ["Ascend-hdk-910b-npu-driver_25.5.1_linux-aarch64.run",
+                           "wheelhouse/pip-23.2.1-py3-none-any.whl",
+                           "wheelhouse/torch-2.9.0-cp311-cp311-manylinux_2_28_aarch64.whl"]
+    any_python = packages.verify(["wheel:torch==2.9.0"], str(src), cache_file=cache, arch="aarch64")
+    assert len(any_python) == 2
+
+
+def test_corrupt_missing_and_unlisted_packages_are_named(tmp_path):
+    src = _package_dir(tmp_path)
+    cache = str(tmp_path / "cache.json")
+    driver = "Ascend-hdk-910b-npu-driver_25.5.1_linux-aarch64.run"
+    packages.verify([driver], str(src), cache_file=cache)  # cached digest of the good file
+    (src / driver).write_bytes(b"driveR")  # same size: the cache must notice the new mtime
+    os.utime(src / driver, ns=(1, 1))
+    with pytest.raises(AnsibleLookupError, match=rf"package {driver} is corrupt: sha256 [0-9a-f]{{64}}, but"):
+        packages.verify([driver], str(src), cache_file=cache)
+    (src / driver).unlink()
+    with pytest.raises(AnsibleLookupError, match=rf"package {driver} is missing from"):
+        packages.verify([driver], str(src), cache_file=cache)
+    with pytest.raises(AnsibleLookupError, match=r"package other\.run is not listed in"):
+        packages.verify(["other.run"], str(src), cache_file=cache)
+    with pytest.raises(AnsibleLookupError, match=r"no torch 2\.1\.0 wheel for CPython 3\.11 on aarch64"):
+        packages.verify(["wheel:torch==2.1.0"], str(src), cache_file=cache, python="3.11", arch="aarch64")
+
+
+def test_a_garbled_manifest_line_is_named(tmp_path):
+    src = _package_dir(tmp_path)
+    (src / "SHA256SUMS").write_text("abc  file.run\n")
+    with pytest.raises(AnsibleLookupError, match=r"SHA256SUMS line 1 is not"):
+        packages.verify(["file.run"], str(src), cache_file=str(tmp_path / "c.json"))
