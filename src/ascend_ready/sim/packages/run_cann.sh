@@ -110,7 +110,7 @@ installed() {
 
 remove_owned() {
     for _p in $OWNED; do
-        rm -rf "${ROOT:?}$INSTALL_PATH/$_p"
+        rm -rf "$ROOT${INSTALL_PATH:?}/${_p:?}"
     done
     if [ -n "$LINK_NAME" ] && [ -L "$ROOT$INSTALL_PATH/$LINK_NAME" ] && [ ! -e "$ROOT$INSTALL_PATH/$LINK_NAME" ]; then
         rm -f "$ROOT$INSTALL_PATH/$LINK_NAME"
@@ -158,7 +158,7 @@ if [ "$action" = upgrade ]; then
             exit 1
         fi
         # The old tree goes, with the kernels/ops installed into it.
-        rm -rf "${ROOT:?}$old_dir"
+        rm -rf "$ROOT${old_dir:?}"
     elif [ -z "$LINK_NAME" ]; then
         remove_owned
     else
