@@ -49,6 +49,35 @@ for d in dirs:
 """
 
 
+#: The probe's import of torch_npu; torch_npu.npu is where it keeps the device API (torch.npu is its alias).
+_TORCH_IMPORT = (
+    "import torch, torch_npu; n = torch_npu.npu; print('torch', torch.__version__); "
+    "print('torch_npu', torch_npu.__version__); print('npu_available', n.is_available()); "
+    "print('device_count', n.device_count() if hasattr(n, 'device_count') else 'unknown')"
+)
+
+
+def _python(python: str, code: str) -> dict[str, object]:
+    """Probe fields running `code` with the training interpreter.
+
+    A plain path runs as argv. `~user/...` and globs (`~ascend/venvs/ascend-*/bin/python`: the venv
+    the provisioning made when its stack id is unknown here) are expanded by the node's shell, and
+    must name exactly one interpreter: two venvs would make the verdict depend on which came first.
+    preflight.training_env admits only shell-inert characters in such a path.
+    """
+    if not (python.startswith("~") or any(c in python for c in "*?[")):
+        return {"argv": (python, "-c", code)}
+    return {
+        "shell": (
+            f"set -- {python}; "
+            '[ $# -eq 1 ] || { echo "ascend-check: $# interpreters match: $*" >&2; exit 2; }; '
+            '[ -x "$1" ] || { echo "ascend-check: no interpreter $1 (set --python or python_env_path)" >&2; '
+            "exit 127; }; "
+            f'exec "$1" -c {shlex.quote(code)}'
+        )
+    }
+
+
 def catalog(profile: HardwareProfile) -> dict[str, Probe]:
     """All probes, with commands resolved for `profile`."""
     root = profile.ascend_root.rstrip("/")
@@ -208,21 +237,14 @@ def catalog(profile: HardwareProfile) -> dict[str, Probe]:
         ),
         Probe(
             "python-packages",
-            argv=(profile.python, "-c", _PY_PACKAGES),
+            **_python(profile.python, _PY_PACKAGES),
             as_user=True,
             background=True,
             description="the training Python's version and installed distributions with wheel tags",
         ),
         Probe(
             "torch-import",
-            argv=(
-                profile.python,
-                "-c",
-                # torch_npu.npu is where torch_npu keeps the device API (torch.npu is its alias).
-                "import torch, torch_npu; n = torch_npu.npu; print('torch', torch.__version__); "
-                "print('torch_npu', torch_npu.__version__); print('npu_available', n.is_available()); "
-                "print('device_count', n.device_count() if hasattr(n, 'device_count') else 'unknown')",
-            ),
+            **_python(profile.python, _TORCH_IMPORT),
             as_user=True,
             background=True,
             timeout_s=120,

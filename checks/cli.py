@@ -75,6 +75,18 @@ def _target_options(fn):
             "else atlas-800t-a2.",
         ),
         click.option(
+            "--training-user",
+            metavar="USER",
+            help="User the training job runs as: its login shell's limits and libraries are judged; "
+            "default: inventory ascend_training_user, else the profile's (root).",
+        ),
+        click.option(
+            "--python",
+            metavar="PATH",
+            help="Training interpreter on the node (e.g. ~ascend/venvs/ascend-STACK/bin/python); default: "
+            "inventory python_env_venv/python_env_path or the venv of stack_id, else the profile's python3.",
+        ),
+        click.option(
             "--concurrency",
             type=click.IntRange(1, 1024),
             default=32,
@@ -162,7 +174,13 @@ def _options(p: dict):
         ssh_config_file=p["ssh_config"],
     )
     return PreflightOptions(
-        tier=p["tier"], select=p["select"], skip=p["skip"], profile=p["profile"], fanout=fanout
+        tier=p["tier"],
+        select=p["select"],
+        skip=p["skip"],
+        profile=p["profile"],
+        training_user=p["training_user"],
+        python=p["python"],
+        fanout=fanout,
     )
 
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,12 +21,33 @@ from ascend_ready.checks.transport import FanoutOptions, Target, collect
 from ascend_ready import __version__
 from ascend_ready.errors import ConfigError
 
-__all__ = ["PreflightOptions", "collect_snapshot", "judge_snapshot", "preflight", "profiles_for"]
+__all__ = [
+    "PreflightOptions",
+    "collect_snapshot",
+    "judge_snapshot",
+    "preflight",
+    "profiles_for",
+    "training_env",
+]
 
 #: inventory variable naming a host's (or group's) hardware profile: a bundled name or a file
 PROFILE_VAR = "ascend_check_profile"
 #: what `ascend-sim inventory` writes for each node: its hardware model, named like our bundled profiles
 SIM_HARDWARE_VAR = "ascend_sim_hardware"
+#: Whose environment is judged, per host. ascend-check's own variables come first (a collect records
+#: --training-user/--python in them, so judging its snapshot later sees the same user), then the
+#: provisioning contract's (playbooks/README.md): the training user and the python_env role's venv.
+USER_VARS = ("ascend_check_training_user", "ascend_training_user", "python_env_user")
+PYTHON_VAR = "ascend_check_python"
+VENV_VARS = ("python_env_venv", "python_env_path")
+STACK_ID_VAR = "stack_id"
+#: where the python_env role puts the venv when python_env_path is empty (roles/python_env/defaults)
+VENV_PATTERN = "~{user}/venvs/ascend-{stack_id}"
+
+_USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\$?", re.ASCII)
+#: An interpreter given with `~user/` or a glob is expanded by the node's shell, so it is left
+#: unquoted there: only characters that cannot start another shell word are accepted.
+_EXPANDED_PATH_RE = re.compile(r"~[A-Za-z0-9_.-]*(/[A-Za-z0-9_.@+*?-]+)*", re.ASCII)
 
 
 @dataclass
@@ -34,6 +56,9 @@ class PreflightOptions:
     select: Sequence[str] = ()
     skip: Sequence[str] = ()
     profile: str | None = None
+    #: --training-user / --python: beat the inventory and the profile on every host
+    training_user: str | None = None
+    python: str | None = None
     fanout: FanoutOptions = field(default_factory=FanoutOptions)
 
     def checks(self) -> list[CheckSpec]:
@@ -57,16 +82,82 @@ def _profile_spec(groups_vars: dict[str, str], default: str | None) -> str:
     return DEFAULT_PROFILE
 
 
-def profiles_for(hosts: Sequence[Target | HostSnapshot], default: str | None) -> dict[str, HardwareProfile]:
-    """host name -> its profile with the overrides of its inventory groups applied."""
+def _var(hostvars: dict[str, str], names: Sequence[str]) -> str | None:
+    """The first of `names` set for the host; Jinja templates are refused, not guessed at."""
+    for name in names:
+        value = hostvars.get(name)
+        if value and ("{{" in value or "{%" in value):
+            raise ConfigError(
+                f"inventory variable {name}={value!r} is a Jinja template (not rendered here)",
+                hint="give the value itself there, or --training-user / --python",
+            )
+        if value:
+            return value
+    return None
+
+
+def training_env(
+    hostvars: dict[str, str], profile: HardwareProfile, *, user: str | None = None, python: str | None = None
+) -> tuple[str, str]:
+    """(training user, interpreter on the node) a host is judged with.
+
+    Each comes from, in order: the CLI (`user`, `python`), the host's inventory variables, the
+    profile (whose defaults are root and python3). With no interpreter named, a venv path variable
+    gives `<venv>/bin/python`; `stack_id` gives the python_env role's default venv; a training user
+    named on the CLI or in the inventory gives the one venv under `~USER/venvs/ascend-*`.
+    """
+    named_user = user or _var(hostvars, USER_VARS)
+    user = named_user or profile.training_user
+    if not _USER_RE.fullmatch(user):
+        raise ConfigError(f"training user {user!r} is not a user name", hint="e.g. --training-user ascend")
+    if not python:
+        python = _var(hostvars, (PYTHON_VAR,))
+    if not python:
+        venv = _var(hostvars, VENV_VARS)
+        stack_id = _var(hostvars, (STACK_ID_VAR,))
+        if venv:
+            python = venv.rstrip("/") + "/bin/python"
+        elif stack_id:
+            python = VENV_PATTERN.format(user=user, stack_id=stack_id) + "/bin/python"
+        elif named_user and profile.python == HardwareProfile.model_fields["python"].default:
+            python = VENV_PATTERN.format(user=user, stack_id="*") + "/bin/python"
+        else:
+            python = profile.python
+    if (python.startswith("~") or any(c in python for c in "*?[")) and not _EXPANDED_PATH_RE.fullmatch(
+        python
+    ):
+        raise ConfigError(
+            f"interpreter {python!r}: a path with ~ or a glob may only use letters, digits and ._-@+*?",
+            hint="give the absolute path of the venv's bin/python",
+        )
+    return user, python
+
+
+def profiles_for(
+    hosts: Sequence[Target | HostSnapshot],
+    default: str | None,
+    *,
+    training_user: str | None = None,
+    python: str | None = None,
+) -> dict[str, HardwareProfile]:
+    """host name -> its profile with the overrides of its inventory groups applied, and the training
+    user and interpreter `training_env` picks for it."""
     cache: dict[str, HardwareProfile] = {}
     out = {}
     for h in hosts:
         spec = _profile_spec(h.vars, default)
         if spec not in cache:
             cache[spec] = load_profile(spec)
-        out[h.name] = cache[spec].for_groups(list(h.groups))
+        prof = cache[spec].for_groups(list(h.groups))
+        user, py = training_env(h.vars, prof, user=training_user, python=python)
+        if (user, py) != (prof.training_user, prof.python):
+            prof = prof.model_copy(update={"training_user": user, "python": py})
+        out[h.name] = prof
     return out
+
+
+def _profiles(hosts: Sequence[Target | HostSnapshot], options: PreflightOptions):
+    return profiles_for(hosts, options.profile, training_user=options.training_user, python=options.python)
 
 
 def collect_snapshot(
@@ -78,13 +169,16 @@ def collect_snapshot(
     """Run the probes the selected checks read on every target (one exec per host)."""
     specs = options.checks() if specs is None else specs
     wanted = {p for s in specs for p in s.probes}
-    profiles = profiles_for(targets, options.profile)
+    profiles = _profiles(targets, options)
 
     def host_plan(t: Target):
         prof = profiles[t.name]
         return plan(prof, wanted), prof.training_user
 
     hosts = collect(list(targets), host_plan, options.fanout, progress=progress)
+    recorded = {USER_VARS[0]: options.training_user, PYTHON_VAR: options.python}
+    for h in hosts:
+        h.vars.update({k: v for k, v in recorded.items() if v})
     return Snapshot(tool_version=__version__, hosts={h.name: h for h in hosts})
 
 
@@ -97,7 +191,7 @@ def judge_snapshot(
     started: float | None = None,
 ) -> Report:
     specs = options.checks() if specs is None else specs
-    profiles = profiles_for(list(snapshot.hosts.values()), options.profile)
+    profiles = _profiles(list(snapshot.hosts.values()), options)
     names = sorted({p.product for p in profiles.values()})
     return run_checks(
         snapshot,

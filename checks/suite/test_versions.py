@@ -45,7 +45,8 @@ def installed_stack(host) -> tuple[dict[str, str | None], list[str]]:
     for name, key in (("torch", "torch"), ("torch-npu", "torch_npu")):
         if name in dists:
             stack[key] = dists[name].version
-            lines.append(f"python {python}: {dists[name].name} {dists[name].version}")
+            d = dists[name]
+            lines.append(f"python {python} ({host.profile.python}): {d.name} {d.version} in {d.location}")
     return stack, lines
 
 
@@ -127,14 +128,15 @@ def test_user_libs(host):
     severity="critical",
     tier="full",
     probes=["torch-import", "npu-smi-info"],
-    fix="Run `python3 -c 'import torch_npu'` as the training user and fix the error it prints",
-    command="python3 -c 'import torch, torch_npu; print(torch.npu.device_count())'",
+    fix="Run the training interpreter (--python, the venv) as the training user and fix the error it prints",
+    command="su - <user> -c \"<python> -c 'import torch, torch_npu; print(torch.npu.device_count())'\"",
 )
 def test_torch_npu_import(host):
     text = host.stdout("torch-import")
     evidence(text)
     values = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
-    assert values.get("npu_available") == "True", "torch.npu.is_available() is False"
+    python = host.profile.python
+    assert values.get("npu_available") == "True", f"torch.npu.is_available() is False in {python}"
     chips = len(host.npu_smi.chips)
     assert values.get("device_count") == str(chips), (
         f"torch_npu sees {values.get('device_count')} device(s), npu-smi lists {chips}"
