@@ -126,7 +126,7 @@ def test_zero3_for_trl_trainers_needs_deepspeed_and_says_so():
     except ImportError:
         with pytest.raises(MissingExtraError) as exc:
             trl_glue.deepspeed_config(cfg)
-        assert exc.value.hint == "pip install deepspeed, or set distributed.zero_stage: 0"
+        assert exc.value.hint == "pip install 'ascend-ready[deepspeed]', or set distributed.zero_stage: 0"
     else:
         zero = trl_glue.deepspeed_config(cfg)["zero_optimization"]
         assert zero["stage"] == 3 and "offload_param" not in zero
