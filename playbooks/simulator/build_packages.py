@@ -57,11 +57,9 @@ def build(dest: Path, stack_ids: list[str], arch: str) -> Path:
                 continue  # this CANN has no recorded HDK for that product
             scratch = dest / f".build-{product}"
             build_package_dir(scratch, [_stack(resolved)], arch=arch, products=(product,))
-            built = package_names(_stack(resolved), arch, product)
-            wanted = resolved.packages.model_dump()
-            for kind, name in built.items():
-                target = wanted["ops" if kind in ("kernels", "ops") else kind]
-                os.replace(scratch / name, dest / target)
+            # package_names formats the matrix's own templates: the files are what resolve() names
+            for name in package_names(_stack(resolved), arch, product).values():
+                os.replace(scratch / name, dest / name)
             (dest / "wheelhouse").mkdir(exist_ok=True)
             for wheel in (scratch / "wheelhouse").iterdir():
                 os.replace(wheel, dest / "wheelhouse" / wheel.name)

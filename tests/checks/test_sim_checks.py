@@ -7,12 +7,14 @@ device NIC addresses). Where the simulator cannot reach the real target, the pro
 - rlimits cannot be raised above the host's (nofile 20000, memlock 8192 KiB) inside a node, so the
   sim profile asks for those instead of 1048576/unlimited;
 - the overlay root has ~10 GB free, so checkpoints need 1 GB here;
-- a node shares the host kernel and runs no time daemon: headers and `chronyc` are stood in for.
+- a node shares the host kernel: kernel headers are stood in for (its clock sync is the simulator's
+  `chronyc`, broken by the `clock-unsynced` fault).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import time
 from pathlib import Path
 
@@ -28,17 +30,11 @@ from ascend_ready.checks.transport import FanoutOptions
 pytestmark = pytest.mark.sim
 
 NODE = "node01"
-#: torch_npu's stand-in reports no usable device (it computes nothing): judged only for its failure.
-NOT_HEALTHY_IN_SIM = {"versions.torch_npu_import"}
+#: checks the simulator cannot bring to a pass (none: torch_npu's stand-in counts the node's chips)
+NOT_HEALTHY_IN_SIM: set[str] = set()
 #: the node's site-packages (a sh command substitution)
 PURELIB = "python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'"
 SIM_PROFILE = {"min_disk_free_gb": 1, "nofile_min": 16384, "memlock_min_kb": 8192}
-
-_CHRONYC = """#!/bin/sh
-# Stand-in for chrony's client (the node runs no time daemon): prints what /etc/ascend-sim-leap holds.
-echo "Reference ID    : 0A000001 (ntp.sim)"
-echo "Leap status     : $(cat /etc/ascend-sim-leap 2>/dev/null || echo Normal)"
-"""
 
 
 def sh(cluster, cmd: str, node: str = NODE) -> str:
@@ -78,7 +74,6 @@ def provision(cluster, tmp: Path, node: str = NODE, product: str = "910b") -> No
     (root / "tmp/pkgs/wheelhouse").mkdir(parents=True, exist_ok=True)
     for f in [*pkgs.glob("*.run"), *pkgs.glob("wheelhouse/*.whl")]:
         (root / "tmp/pkgs" / f.relative_to(pkgs)).write_bytes(f.read_bytes())
-    (root / "usr/local/bin/chronyc").write_text(_CHRONYC)
     sh(
         cluster,
         f"""set -e
@@ -98,7 +93,6 @@ def provision(cluster, tmp: Path, node: str = NODE, product: str = "910b") -> No
         echo never > /sys/kernel/mm/transparent_hugepage/defrag
         echo 0 > /proc/sys/kernel/numa_balancing
         mkdir -p /lib/modules/$(uname -r)/build && touch /lib/modules/$(uname -r)/build/Makefile
-        chmod 755 /usr/local/bin/chronyc
         for d in $({FOREACH["davinci"]}); do p=$((d % 4 + 1))
             hccn_tool -i $d -ip -s address 192.$p.1.$((d + 10)) netmask 255.255.0.0
             hccn_tool -i $d -gateway -s gateway 192.$p.0.1
@@ -212,6 +206,7 @@ HARDWARE_FAULTS = [
     ("hccl.ip", "device-ip-duplicate", {"device": 1, "same_as": 0}, "fail", "shares"),
     ("hccl.tls", "tls-mismatch", {"device": 6, "enable": 1}, "fail", "on on device 6"),
     ("versions.stack", "driver-version-drift", {"version": "23.0.6"}, "fail", "driver is 23.0.6, should be"),
+    ("os.clock_sync", "clock-unsynced", {}, "fail", "the clock is not synchronized"),
 ]
 
 
@@ -299,10 +294,10 @@ NODE_FAULTS = [
         "/dev/shm is 0.1 GB",
     ),
     (
-        "os.clock_sync",
-        "echo 'Not synchronised' > /etc/ascend-sim-leap",
-        "rm /etc/ascend-sim-leap",
-        "the clock is not synchronized",
+        "versions.torch_npu_import",
+        "mv /dev/davinci3 /root/davinci3.bak",
+        "mv /root/davinci3.bak /dev/davinci3",
+        "torch_npu sees 7 device(s), npu-smi lists 8",
     ),
     (
         "versions.installed",
@@ -367,6 +362,97 @@ def test_torch_npu_import_fails_without_the_cann_environment(node):
         sh(cluster, "mv /root/ascend.sh.bak /etc/profile.d/ascend.sh")
     assert result.status == "error"
     assert "libhccl.so: cannot open shared object file" in result.message
+
+
+#: What the playbooks give a training user (playbooks/README.md): the python_env role's venv at its
+#: default path, and the cann role's set_env.sh line in ~/.bashrc.
+TRAINING_USER = "ascend"
+SIM_STACK_ID = "cann-sim"
+VENV = f"/home/{TRAINING_USER}/venvs/ascend-{SIM_STACK_ID}"
+SET_ENV_LINE = shlex.quote("[ -f /usr/local/Ascend/cann/set_env.sh ] && . /usr/local/Ascend/cann/set_env.sh")
+
+
+@pytest.fixture(scope="module")
+def venv_node(node):
+    """node01 with a training user `ascend` whose venv alone holds the stack's wheels (root's python3
+    keeps its own copy, so a verdict from the wrong interpreter shows)."""
+    cluster, profile_path = node
+    u = TRAINING_USER
+    sh(
+        cluster,
+        f"""set -e
+        id {u} >/dev/null 2>&1 || useradd -m -s /bin/bash {u}
+        V={VENV}
+        python3 -m venv --without-pip "$V" 2>/dev/null || {{ mkdir -p "$V/bin"
+            ln -sf "$(command -v python3)" "$V/bin/python"; echo "home = /usr/bin" > "$V/pyvenv.cfg"; }}
+        site=$("$V/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+        case $site in "$V"/*) ;; *) echo "not a venv: $site" >&2; exit 1;; esac
+        mkdir -p "$site"
+        for w in /tmp/pkgs/wheelhouse/*.whl; do "$V/bin/python" -m zipfile -e "$w" "$site"; done
+        chown -R {u}: /home/{u}
+        # What the cann role's default --install-for-all leaves (the stand-in installer ignores it).
+        chmod -R o+rX /usr/local/Ascend
+        printf '{u} - nofile {SIM_PROFILE["nofile_min"]}\n{u} - memlock {SIM_PROFILE["memlock_min_kb"]}\n' \\
+            >> /etc/security/limits.d/90-ascend.conf
+        """,
+    )
+    target = limit_targets(load_inventory(cluster.inventory_path), NODE)[0]
+    # The inventory the playbooks ran with: the fleet-wide training user and stack id.
+    target = dataclasses.replace(
+        target, vars={**target.vars, "ascend_training_user": u, "stack_id": SIM_STACK_ID}
+    )
+    yield cluster, profile_path, target
+    sh(cluster, f"userdel -r {u} 2>/dev/null; sed -i '/^{u} /d' /etc/security/limits.d/90-ascend.conf")
+
+
+def test_training_users_venv_and_login_shell_are_judged(venv_node):
+    cluster, profile_path, target = venv_node
+
+    def judge(*ids):
+        options = PreflightOptions(
+            select=ids,
+            profile=str(profile_path),
+            fanout=FanoutOptions(probe_timeout_s=10, host_deadline_s=60),
+        )
+        return {r.check_id: r for r in preflight([target], options).results}
+
+    # The libraries come only from ~ascend/.bashrc, as the cann role arranges it.
+    sh(cluster, "mv /etc/profile.d/ascend.sh /root/ascend.sh.venv")
+    try:
+        # Appended below Debian's "not interactive: return" guard, set_env.sh never runs in a login
+        # shell: the check must see that, not root's environment.
+        bashrc = f"/home/{TRAINING_USER}/.bashrc"
+        sh(cluster, f"echo {SET_ENV_LINE} >> {bashrc}")
+        libs = judge("versions.user_libs")["versions.user_libs"]
+        assert libs.status == "fail", libs.message
+        assert libs.message.startswith(f"{TRAINING_USER}'s LD_LIBRARY_PATH does not find libascendcl.so")
+        sh(cluster, f"{{ echo {SET_ENV_LINE}; cat {bashrc}; }} > /tmp/bashrc && cat /tmp/bashrc > {bashrc}")
+        ids = (
+            "versions.installed",
+            "versions.stack",
+            "versions.user_libs",
+            "os.nofile",
+            "os.memlock",
+            "os.glibc",
+        )
+        results = judge(*ids)
+        assert {k: (r.status, r.message) for k, r in results.items()} == dict.fromkeys(ids, ("pass", ""))
+        installed = results["versions.installed"].evidence
+        assert any("torch_npu " in e and f" in {VENV}/lib/python3" in e for e in installed), installed
+        assert any(e.startswith(f"{TRAINING_USER}: nofile hard ") for e in results["os.nofile"].evidence)
+        # torch_npu gone from the venv (root's python3 still has it): judged from the venv, it fails.
+        sh(
+            cluster,
+            f"d=$(ls -d {VENV}/lib/python3*/site-packages/torch_npu-*.dist-info) && "
+            "echo $d > /root/tn.path && mv $d /root/tn.bak",
+        )
+        try:
+            missing = judge("versions.installed")["versions.installed"]
+        finally:
+            sh(cluster, "mv /root/tn.bak $(cat /root/tn.path)")
+        assert (missing.status, missing.message) == ("fail", "not installed: torch_npu")
+    finally:
+        sh(cluster, "mv /root/ascend.sh.venv /etc/profile.d/ascend.sh")
 
 
 def test_hung_npu_smi_is_a_failed_check_naming_the_command_not_a_hung_run(node):

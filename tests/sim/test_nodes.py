@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -173,3 +174,29 @@ def test_killed_sshd_is_restarted_and_the_node_survives(sim_cluster, remote):
             time.sleep(0.2)
     assert r.out == "back\n"
     assert node.alive()
+
+
+def test_logins_get_server_limits_and_apply_limits_d(remote):
+    """sshd starts with a server's limits (as far as the host allows) and PAM's pam_limits applies
+    limits.d at login; `*` lines do not cover root, as with the real pam_limits."""
+    conf = "/etc/security/limits.d/90-ascend-sim-test.conf"
+    show = "echo $(ulimit -S -n) $(ulimit -H -n) $(ulimit -S -l) $(ulimit -H -l)"
+    bare = remote("node02", show, user="ascend")
+    lines = r"ascend soft nofile 4096\nascend hard nofile 10000\n* soft memlock 4096\n"
+    r = remote("node02", f"printf '{lines}' > {conf}")
+    assert r.rc == 0, r.err
+    try:
+        user, root = remote("node02", show, user="ascend"), remote("node02", show)
+    finally:
+        remote("node02", f"rm -f {conf}")
+    # the login's soft nofile is 1024 as on a server; the hard one a server's unless the host's is lower
+    # (no CAP_SYS_RESOURCE to raise it)
+    nofile = ["1024", str(min(524288, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))]
+    assert bare.out.split() == [*nofile, "8192", "8192"]
+    assert user.out.split() == ["4096", "10000", "4096", "8192"]
+    assert root.out.split() == [*nofile, "8192", "8192"]
+
+
+def test_chronyc_reports_the_clock_synchronised(remote):
+    r = remote("node03", "command -v chronyc; chronyc tracking | tail -n 1")
+    assert (r.rc, r.out) == (0, "/usr/bin/chronyc\nLeap status     : Normal\n"), r.err

@@ -51,6 +51,9 @@ def snapshot(node) -> dict[str, str]:
     snap["lspci"] = call("lspci")
     snap["lspci -vvv"] = call("lspci", "-vvv")
     snap["dmesg"] = call("dmesg")
+    tracking = call("chronyc", "tracking")  # without its reference time, the wall clock
+    snap["chronyc tracking"] = "".join(line for line in tracking.splitlines(keepends=True)
+                                       if not line.startswith("Ref time (UTC)  : ") or "1970" in line)
     snap.update({f"sysfs/{k}": v for k, v in node.sysfs().items()})
     snap["/dev"] = repr(device_nodes(node.state))
     for part in ("driver", "firmware"):
@@ -232,6 +235,16 @@ def test_npu_smi_hang_changes_only_npu_smi(node):
     before, after = inject(node, "npu-smi-hang")
     npu_smi = {k for k in before if k.startswith("npu-smi")}
     assert changed(before, after) == npu_smi
+    assert_clears(node, before)
+
+
+def test_clock_unsynced(node):
+    assert "Leap status     : Normal\n" in node.out("chronyc", "tracking")
+    before, after = inject(node, "clock-unsynced")
+    assert changed(before, after) == {"chronyc tracking"}
+    assert after["chronyc tracking"].splitlines()[:3] == [
+        "Reference ID    : 00000000 ()", "Stratum         : 0", "Ref time (UTC)  : Thu Jan 01 00:00:00 1970"]
+    assert after["chronyc tracking"].endswith("Leap status     : Not synchronised\n")
     assert_clears(node, before)
 
 

@@ -35,7 +35,7 @@ def test_wrappers_are_posix_sh():
     for name in ("_wrapper.sh", "dmesg"):
         assert (BIN / name).read_text().startswith("#!/bin/sh\n")
         subprocess.run(["sh", "-n", str(BIN / name)], check=True)
-    for name in ("npu-smi", "hccn_tool", "lspci"):
+    for name in ("npu-smi", "hccn_tool", "lspci", "chronyc"):
         assert os.readlink(BIN / name) == "_wrapper.sh"
 
 
@@ -112,6 +112,26 @@ def test_dmesg_and_lspci(make_node, a2_state, env_of):
     listing = sh(env, "lspci", "-d", "19e5:d802").stdout.splitlines()
     assert len(listing) == 8 and all("Device d802 (rev 20)" in line for line in listing)
     assert sh(env, "lspci", "-n", "-s", "c1:00.0").stdout == "c1:00.0 1200: 19e5:d802 (rev 20)\n"
+
+
+def test_chronyc_tracking_follows_the_state_and_is_never_cached(make_node, a2_state, env_of):
+    node = make_node(a2_state)
+    env = env_of(node)
+    out = sh(env, "chronyc", "-n", "tracking")
+    assert out.returncode == 0
+    lines = out.stdout.splitlines()
+    assert [line[:18] for line in lines] == [f"{label:<15} : " for label in (
+        "Reference ID", "Stratum", "Ref time (UTC)", "System time", "Last offset", "RMS offset", "Frequency",
+        "Residual freq", "Skew", "Root delay", "Root dispersion", "Update interval", "Leap status")]
+    assert lines[0] == "Reference ID    : 0A000001 (10.0.0.1)"
+    assert lines[-1] == "Leap status     : Normal"
+    ref = time.strptime(lines[2][18:], "%a %b %d %H:%M:%S %Y")
+    assert abs(time.mktime(ref) - time.mktime(time.gmtime())) < 130
+    assert not any("chronyc" in p.name for p in (node.sim / "render").iterdir())
+    node.write(hw.inject_fault(node.state, "clock-unsynced"))
+    assert sh(env, "chronyc", "tracking").stdout.splitlines()[-1] == "Leap status     : Not synchronised"
+    bad = sh(env, "chronyc", "sources")
+    assert (bad.returncode, bad.stdout) == (1, "Unrecognized command\n")
 
 
 @pytest.mark.parametrize("python", [f"/root/.pyenv/versions/{v}/bin/python3" for v in ("3.11.7", "3.12.1")])

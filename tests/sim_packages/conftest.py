@@ -22,8 +22,8 @@ STACKS = [
      "torch_npu": "2.8.0.post2", "glibc": "2.28", "compatible_drivers": ["25.5"], "python": ["3.11"]},
 ]
 ARCH = "x86_64"  # the wheels must install on this machine's interpreters
-DRIVER_24 = "Ascend-hdk-910b-npu-driver_24.1.rc2_linux-x86_64.run"
-DRIVER_25 = "Ascend-hdk-910b-npu-driver_25.5.1_linux-x86_64.run"
+DRIVER_24 = "Ascend-hdk-910b-npu-driver_24.1.rc2_linux-x86-64.run"
+DRIVER_25 = "Ascend-hdk-910b-npu-driver_25.5.1_linux-x86-64.run"
 FIRMWARE_73 = "Ascend-hdk-910b-npu-firmware_7.3.0.1.231.run"
 FIRMWARE_78 = "Ascend-hdk-910b-npu-firmware_7.8.0.2.212.run"
 

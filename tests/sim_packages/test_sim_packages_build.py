@@ -27,7 +27,40 @@ def test_package_names_follow_the_vendor_scheme():
     }
     new = package_names(Stack.from_dict(STACKS[1]), "x86_64", "310p")
     assert new["ops"] == "Ascend-cann-310p-ops_8.5.0_linux-x86_64.run"
+    assert new["driver"].endswith("_linux-x86-64.run")  # HDK files spell the arch x86-64, CANN files x86_64
     assert "kernels" not in new
+    a3 = package_names(old, "x86_64", "910_93")
+    assert (a3["driver"], a3["firmware"], a3["kernels"]) == (
+        "Atlas-A3-hdk-npu-driver_24.1.rc2_linux-x86-64.run", "Atlas-A3-hdk-npu-firmware_7.3.0.1.231.run",
+        "Atlas-A3-cann-kernels_8.0.0_linux-x86_64.run")
+    assert package_names(Stack.from_dict(STACKS[1]), "aarch64", "910_93")["ops"] == (
+        "Ascend-cann-A3-ops_8.5.0_linux-aarch64.run")
+    with pytest.raises(ConfigError, match="unknown product '910c'"):
+        package_names(old, "x86_64", "910c")
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_package_names_are_the_resolvers(arch):
+    """Every matrix stack on every product it has an HDK for: the files the playbooks look for exist."""
+    from ascend_ready.provision import matrix as mx
+
+    m = mx.load_matrix()
+    compared = 0
+    for row in m.stacks:
+        for product in (p.id for p in m.products):
+            try:
+                r = mx.resolve(m, cann=row.cann, torch=row.torch, product=product, arch=arch)
+            except mx.MatrixError:
+                continue
+            stack = Stack.from_dict({"driver": r.driver, "firmware": r.firmware or r.driver, "cann": r.cann,
+                                     "torch": r.torch, "torch_npu": r.torch_npu})
+            names = package_names(stack, arch, product)
+            wanted = r.packages.model_dump()
+            assert names.pop(r.layout.op_package) == wanted.pop("ops")
+            assert {k: v for k, v in names.items() if wanted[k] is not None} == {
+                k: v for k, v in wanted.items() if v is not None}
+            compared += 1
+    assert compared >= 40
 
 
 def test_directory_lists_every_package_and_sha256sums_verify(pkgdir):
@@ -36,7 +69,7 @@ def test_directory_lists_every_package_and_sha256sums_verify(pkgdir):
     on_disk = {p.relative_to(pkgdir).as_posix() for p in pkgdir.rglob("*") if p.is_file()} - {"SHA256SUMS"}
     assert listed == on_disk
     assert "Ascend-cann-910b-ops_9.0.0_linux-x86_64.run" in listed
-    assert "Ascend-hdk-910b-npu-driver_25.5.1_linux-x86_64.run" in listed
+    assert "Ascend-hdk-910b-npu-driver_25.5.1_linux-x86-64.run" in listed
     # 6 Pythons for the 8.0.0 stack, 1 for the others (torch 2.8.0 shared): (6 + 1) * 2 wheels
     assert len([n for n in listed if n.startswith("wheelhouse/")]) == 14
     check = subprocess.run(["sha256sum", "-c", "--strict", "SHA256SUMS"], cwd=pkgdir, capture_output=True,

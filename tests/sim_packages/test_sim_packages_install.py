@@ -43,7 +43,7 @@ def test_pre85_stack_installs_with_real_layout_and_version_files(node, sample):
     assert node.path("/usr/local/Ascend/driver/lib64/common/libc_sec.so").stat().st_mode & 0o777 == 0o644
     assert node.read("/var/log/ascend_seclog/operation.log").startswith("Install SUGGESTION root ")
     assert node.read("/var/log/ascend_seclog/operation.log").endswith(
-        " 127.0.0.1 Ascend-hdk-910b-npu-driver_24.1.rc2_linux-x86_64.run success install_type=full; "
+        " 127.0.0.1 Ascend-hdk-910b-npu-driver_24.1.rc2_linux-x86-64.run success install_type=full; "
         "cmdlist=--full --install-for-all.\n")
     assert os.readlink(node.path("/usr/bin/hccn_tool")) == "/usr/local/Ascend/driver/tools/hccn_tool"
     assert node.gen() == 1

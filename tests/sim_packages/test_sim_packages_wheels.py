@@ -79,3 +79,36 @@ def test_torch_npu_fails_against_another_torch_and_loads_after_set_env(pkgdir, n
     ok = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=node.env, check=False)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout == "2.1.0 2.1.0.post3\n"
+
+
+def test_torch_npu_sees_the_nodes_davinci_devices(pkgdir, node, tmp_path):
+    """device_count()/is_available() count the chips the driver exposes, as torch.npu and torch_npu.npu."""
+    base = PYENV / "3.11.7" / "bin" / "python"
+    if not base.exists():
+        pytest.skip("Python 3.11.7 is not installed")
+    pip = make_venv(base, tmp_path / "venv")
+    res = pip_install(pip, pkgdir / "wheelhouse", "torch==2.1.0", "torch_npu==2.1.0.post3")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert node.run("Ascend-cann-toolkit_8.0.0_linux-x86_64.run", "--install", "--quiet").returncode == 0
+    code = ("import torch, torch_npu; n = torch_npu.npu; "
+            "print(n.is_available(), n.device_count(), torch.npu.device_count(), torch.npu.is_available())")
+    set_env = "$ASCEND_SIM_FSROOT/usr/local/Ascend/ascend-toolkit/set_env.sh"
+    script = f'. "{set_env}" && {tmp_path}/venv/bin/python -c "{code}"'
+
+    def npus(**env) -> str:
+        out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env={**node.env, **env},
+                             check=False)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    chips = len(list(node.path("/dev").glob("davinci[0-9]*")))
+    assert chips >= 2
+    assert npus() == f"True {chips} {chips} True\n"
+    assert npus(ASCEND_RT_VISIBLE_DEVICES="1,0") == "True 2 2 True\n"
+    assert npus(ASCEND_RT_VISIBLE_DEVICES=f"0,{chips},1") == "True 1 1 True\n"  # stops at the invalid id
+    (node.path("/dev") / "davinci_manager").touch()  # not a chip
+    (node.path("/dev") / "davinci1").unlink()
+    assert npus() == f"True {chips - 1} {chips - 1} True\n"
+    for dev in node.path("/dev").glob("davinci[0-9]*"):
+        dev.unlink()
+    assert npus() == "False 0 0 False\n"

@@ -383,14 +383,16 @@ def _install_python(prof: profiles.Profile, upper: Path, lower: Path) -> None:
 
 
 def _install_tools(prof: profiles.Profile, upper: Path) -> None:
-    """Fake lspci/dmesg from the hardware part, and glibc shims where the profile reports another glibc."""
+    """Fake lspci/dmesg/chronyc from the hardware part (chronyc where the chrony package puts it), and glibc
+    shims where the profile reports another glibc."""
     local = upper / "usr" / "local"
-    for tool, where in (("lspci", "sbin"), ("dmesg", "bin")):
+    places = (("lspci", local / "sbin"), ("dmesg", local / "bin"), ("chronyc", upper / "usr" / "bin"))
+    for tool, where in places:
         src = NODE_TOOLS / tool
         if src.is_file():
-            (local / where).mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, local / where / tool)
-            os.chmod(local / where / tool, 0o755)
+            where.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, where / tool)
+            os.chmod(where / tool, 0o755)
     if prof.os.glibc:
         from ascend_ready.sim import shims
 

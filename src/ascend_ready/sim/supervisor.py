@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -16,6 +17,13 @@ SSHD = ["/usr/sbin/sshd", "-D", "-e"]
 RESTART_DELAY_S = 0.2
 IDLE_WAKEUP_S = 5.0  # a missed SIGCHLD (coalesced with another) is caught at the latest then
 WAITED = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT}
+# What systemd gives a server's services (sshd included, and through it every login before pam_limits
+# applies /etc/security/limits.d): nofile 1024/524288, memlock 8 MiB, instead of whatever the host has.
+# Without CAP_SYS_RESOURCE (a container host) no hard limit can exceed the host's, so pam_limits cannot
+# raise to a limits.d value above it (setrlimit EPERM, as above fs.nr_open). Where the host's hard limit
+# is below the server's, sshd gets soft = hard = the host's (the most a limits.d raise could give); a
+# login without a limits.d nofile line still starts at soft 1024 (pam_limits).
+SERVER_LIMITS = {resource.RLIMIT_NOFILE: (1024, 524288), resource.RLIMIT_MEMLOCK: (8 << 20, 8 << 20)}
 
 
 def log(msg: str) -> None:
@@ -58,6 +66,7 @@ class Supervisor:
             signal.signal(sig, self.on_signal)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_BLOCK, WAITED)
+        apply_server_limits()  # inherited by sshd and everything it starts
         self.start_knobs()
         self.start_sshd()
         while not self.stopping:
@@ -95,6 +104,14 @@ class Supervisor:
                 break
             time.sleep(0.05)
         return 0
+
+
+def apply_server_limits() -> None:
+    for res, (soft, hard) in SERVER_LIMITS.items():
+        cur_hard = resource.getrlimit(res)[1]
+        if cur_hard != resource.RLIM_INFINITY and cur_hard < hard:
+            soft = hard = cur_hard
+        resource.setrlimit(res, (soft, hard))
 
 
 def _others_alive() -> bool:

@@ -80,6 +80,8 @@ FAULTS: dict[str, FaultSpec] = {
         "installed firmware version.info differs from the fleet (apply_root_faults)",
         ("firmware version.info", "npu-smi info -t board"), {"version": "7.1.0.5.220"}, {}),
     "npu-smi-hang": FaultSpec("npu-smi blocks forever", ("npu-smi",), {}, {}),
+    "clock-unsynced": FaultSpec(
+        "the time daemon lost its NTP source", ("chronyc tracking",), {}, {}),
 }
 
 
@@ -171,6 +173,8 @@ def inject_fault(state: dict, kind: str, **params) -> dict:
         _device(new, "same_as", p)
     elif kind == "npu-smi-hang":
         new["hang"] = sorted({*new["hang"], "npu-smi"})
+    elif kind == "clock-unsynced":
+        new["clock_synced"] = False
     new["fault_seq"] = new.get("fault_seq", 0) + 1
     new["faults"].append({"id": new["fault_seq"], "kind": kind, "params": p})
     return new

@@ -99,6 +99,7 @@ def initial_state(hardware: str, *, node_index: int, node_name: str) -> dict:
         "pci_functions": functions,
         "processes": [],
         "hang": [],
+        "clock_synced": True,  # what `chronyc tracking` reports (the node's clock is the host's)
         "faults": [],
         "fault_seq": 0,
     }

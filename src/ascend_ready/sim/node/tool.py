@@ -1,4 +1,4 @@
-"""Node-side vendor tools: `python3 -m ascend_ready.sim.node.tool <npu-smi|hccn_tool|lspci|dmesg> ARGS`.
+"""Node-side vendor tools: `python3 -m ascend_ready.sim.node.tool <npu-smi|hccn_tool|lspci|dmesg|chronyc> ARGS`.
 
 Reads the simdir (ASCEND_SIM_ROOT, default /var/lib/ascend-sim) and the node's files (ASCEND_SIM_FSROOT,
 default /), prints what the real tool prints, exits with its status, and refreshes the render cache
@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 from ascend_ready.sim.hw.state import NodeView, fsroot_from_env, simdir_from_env
-from ascend_ready.sim.render import hccn, lspci, npu_smi
+from ascend_ready.sim.render import chrony, hccn, lspci, npu_smi
 from ascend_ready.sim.render.npu_smi import ToolError
 
-TOOLS = ("npu-smi", "hccn_tool", "lspci", "dmesg")
+TOOLS = ("npu-smi", "hccn_tool", "lspci", "dmesg", "chronyc")
 NPU_SMI_USAGE = ("Usage: npu-smi info [-t <type> -i <id> [-c <chip_id>]] | info -m | info -l\n"
                  "    type: board, health, temp, usages, power, common\n")
 
@@ -176,6 +176,8 @@ def run(tool: str, args: list[str], simdir: Path, fsroot: Path) -> tuple[str, in
     if tool not in TOOLS:
         return f"unknown simulated tool {tool!r}; one of {', '.join(TOOLS)}\n", 2
     view = NodeView.load(simdir, fsroot)
+    if tool == "chronyc":  # never cached: the reference time moves on
+        return chrony.run(view.state.get("clock_synced", True), args)
     if tool == "npu-smi" and "npu-smi" in view.state.get("hang", []):
         while True:  # the preflight's per-command timeout has to catch this
             time.sleep(3600)

@@ -93,19 +93,36 @@ class Stack:
 def package_names(stack: Stack, arch: str, product: str) -> dict[str, str]:
     """Real file names of the stack's installers, keyed driver/firmware/toolkit/kernels|ops/nnal.
 
-    Kernels became `Ascend-cann-<product>-ops` in CANN 8.5 (release note 850/releasenote_0001).
+    The names come from provision/matrix.yml's product and layout templates, so the packages are named
+    as `ascend_ready.provision.matrix.resolve(...).packages` expects them. A CANN the matrix does not
+    record gets the layout of its generation (kernels became `ops` in 8.5, release note 850/releasenote_0001).
     """
-    names = {
-        "driver": f"Ascend-hdk-{product}-npu-driver_{stack.driver}_linux-{arch}.run",
-        "firmware": f"Ascend-hdk-{product}-npu-firmware_{stack.firmware}.run",
-        "toolkit": f"Ascend-cann-toolkit_{stack.cann}_linux-{arch}.run",
-        "nnal": f"Ascend-cann-nnal_{stack.nnal}_linux-{arch}.run",
-    }
-    if vf.cann_at_least(stack.cann, 8, 5):
-        names["ops"] = f"Ascend-cann-{product}-ops_{stack.cann}_linux-{arch}.run"
+    from ascend_ready.provision import matrix as mx  # host side only: pydantic + yaml
+
+    m = mx.load_matrix()
+    prod = m.product(product)
+    if prod is None:
+        raise ConfigError(f"unknown product {product!r}",
+                          hint=f"products of provision/matrix.yml: {', '.join(p.id for p in m.products)}")
+    release = m.cann_release(stack.cann)
+    layout = m.layout(release.layout if release else ("cann-8.5" if vf.cann_at_least(stack.cann, 8, 5)
+                                                       else "legacy"))
+    # the HDK files spell the arch x86-64, the CANN files x86_64 (matrix.yml, products)
+    fields = {"cann": stack.cann, "arch": arch, "hdk_arch": "x86-64" if arch == "x86_64" else arch,
+              "driver": stack.driver, "firmware": stack.firmware, "nnal": stack.nnal}
+    if layout.op_package == "ops":
+        ops = prod.ops_file
+    elif release is not None and release.kernels_noarch and prod.kernels_file_noarch:
+        ops = prod.kernels_file_noarch
     else:
-        names["kernels"] = f"Ascend-cann-kernels-{product}_{stack.cann}_linux-{arch}.run"
-    return names
+        ops = prod.kernels_file
+    return {
+        "driver": prod.driver_file.format(**fields),
+        "firmware": prod.firmware_file.format(**fields),
+        "toolkit": layout.toolkit_file.format(**fields),
+        layout.op_package: ops.format(**fields),
+        "nnal": layout.nnal_file.format(**fields),
+    }
 
 
 def _text(files: Mapping[str, str], executable: Iterable[str] = ()) -> Payload:
@@ -224,8 +241,8 @@ def cann_runs(stack: Stack, arch: str, product: str, compatible_drivers: Iterabl
         toolkit_files,
         {info_path: vf.toolkit_install_info(v, arch, f"@ASCEND_ROOT@/{tree}/{arch}-linux")})}
 
-    kind = "ops" if new_layout else "kernels"
-    pkg_name = f"Ascend-cann-{product}-ops" if new_layout else f"Ascend-cann-kernels-{product}"
+    kind = "ops" if "ops" in names else "kernels"
+    pkg_name = names[kind].split(f"_{v}_", 1)[0]  # Ascend-cann-910b-ops, Atlas-A3-cann-kernels, ...
     kernel_dir = f"{tree}/opp/built-in/op_impl/ai_core/tbe/kernel/ascend{product}"
     marker = f"{tree}/{arch}-linux/ascend_{kind}_install.info"
     runs[names[kind]] = _cann_payload(

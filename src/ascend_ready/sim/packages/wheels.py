@@ -115,7 +115,9 @@ def torch_npu_files(version: str) -> dict[str, str]:
     - torch of another major.minor.patch: the real extension fails to link against libtorch;
     - no libhccl.so on LD_LIBRARY_PATH (CANN set_env.sh not sourced): `from torch_npu import _C` fails
       with the loader's message (sample error_torch-npu_libhccl-not-found). ASCEND_SIM_FSROOT, set only by
-      tests that install into a scratch root, is prefixed to the searched directories.
+      tests that install into a scratch root, is prefixed to the searched directories (and to /dev);
+    - `torch_npu.npu` (also `torch.npu`) counts the node's /dev/davinciN chips, honouring
+      ASCEND_RT_VISIBLE_DEVICES: is_available() is False on a node without them.
     """
     base = _base(version)
     init = (
@@ -139,13 +141,44 @@ def torch_npu_files(version: str) -> dict[str, str]:
         "                      + ', found torch ' + torch.__version__ + ')')\n"
         "\n"
         "import torch_npu.npu  # noqa: E402\n"
+        "\n"
+        "torch.npu = torch_npu.npu  # the real torch_npu registers its device module as torch.npu\n"
     )
     npu = (
+        "import os\n"
+        "import re\n"
+        "\n"
         "from torch_npu.utils import _should_print_warning  # noqa: F401\n"
         "\n"
         "\n"
+        "def _devices():\n"
+        "    # The chips the driver exposes (/dev/davinciN) that this process may open (HwHiAiUser group),\n"
+        "    # in logical order; ASCEND_RT_VISIBLE_DEVICES picks logical ids from them as the runtime does.\n"
+        "    dev = os.environ.get('ASCEND_SIM_FSROOT', '') + '/dev'\n"
+        "    try:\n"
+        "        names = os.listdir(dev)\n"
+        "    except OSError:\n"
+        "        return []\n"
+        "    ids = sorted(int(n[7:]) for n in names if re.fullmatch(r'davinci[0-9]+', n))\n"
+        "    found = [i for i in ids if os.access(dev + '/davinci%d' % i, os.R_OK | os.W_OK)]\n"
+        "    visible = os.environ.get('ASCEND_RT_VISIBLE_DEVICES')\n"
+        "    if visible is None:\n"
+        "        return found\n"
+        "    picked = []\n"
+        "    for item in visible.split(','):\n"
+        "        item = item.strip()\n"
+        "        if not item.isdigit() or int(item) >= len(found) or found[int(item)] in picked:\n"
+        "            break  # the runtime stops at the first invalid id\n"
+        "        picked.append(found[int(item)])\n"
+        "    return picked\n"
+        "\n"
+        "\n"
+        "def device_count():\n"
+        "    return len(_devices())\n"
+        "\n"
+        "\n"
         "def is_available():\n"
-        "    return False\n"
+        "    return device_count() > 0\n"
     )
     utils = "from torch_npu import _C  # noqa: F401\n\n\ndef _should_print_warning():\n    return False\n"
     c_ext = (
