@@ -2,6 +2,7 @@
 
 Target (issue 4): the re-run takes <= 25 s on 8 nodes with 2 cores and reports changed=0 everywhere.
 Usage (root): .venv/bin/python bench/provision_site.py [--nodes 8] [--json out.json]
+(ASCEND_BENCH_RUN_DIR and ASCEND_BENCH_SUBNET move its simulated cluster off the defaults.)
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 PLAYBOOKS = REPO / "playbooks"
 BIN = Path(sys.executable).parent
 STACK = "cann-8.2.RC1-torch-2.5.1"
-RUN_DIR = "/run/ascend-sim-bench-provision"
-SUBNET = "10.251.210.0/24"
+# Override both when another session's simulated cluster could use the same run dir or subnet.
+RUN_DIR = os.environ.get("ASCEND_BENCH_RUN_DIR", "/run/ascend-sim-bench-provision")
+SUBNET = os.environ.get("ASCEND_BENCH_SUBNET", "10.251.210.0/24")
 TARGET_S = 25.0
 
 

@@ -19,6 +19,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOKS = REPO / "playbooks"
 BIN = Path(sys.executable).parent
+# Each fleet gets <prefix>-<tag> and 10.251.<base + tag>.0/24; a second session running these tests on
+# the same machine sets both so the two never share a cluster (sim_host's ASCEND_SIM_TEST_RUN_DIR does
+# the same for the other sim tests).
+RUN_DIR_PREFIX = os.environ.get("ASCEND_SIM_PROVISION_RUN_PREFIX", "/run/ascend-sim-provision")
+SUBNET_BASE = int(os.environ.get("ASCEND_SIM_PROVISION_SUBNET_BASE", "200"))
 #: the stack every test fleet gets: legacy CANN layout, manylinux2014 wheels (fits CentOS 7.6's glibc)
 STACK = "cann-8.2.RC1-torch-2.5.1"
 
@@ -126,8 +131,8 @@ def fleet_factory(sim_host, tmp_path_factory):
         pytest.skip(f"cannot download net-tools from Debian: {exc.stderr!r}")
 
     def make(profiles: str, tag: int, stacks: tuple[str, ...] = (STACK,)) -> Fleet:
-        patch.setenv("ASCEND_SIM_RUN_DIR", f"/run/ascend-sim-provision-{tag}")
-        patch.setenv("ASCEND_SIM_SUBNET", f"10.251.{200 + tag}.0/24")
+        patch.setenv("ASCEND_SIM_RUN_DIR", f"{RUN_DIR_PREFIX}-{tag}")
+        patch.setenv("ASCEND_SIM_SUBNET", f"10.251.{SUBNET_BASE + tag}.0/24")
         sim.down()
         count = len(profiles.split(","))
         cluster = sim.up(count, profiles)

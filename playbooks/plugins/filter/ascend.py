@@ -10,10 +10,11 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+# Ansible imports every filter file in each forked worker that templates a filter, so only the
+# standard-library version order loads here; the matrix (pydantic, YAML) and the npu-smi parser load
+# in the two filters that need them.
 try:
-    from ascend_ready.provision import matrix as _matrix
-
-    from ascend_ready.errors import AscendReadyError
+    from ascend_ready.provision import versions as _versions
 except ImportError as _exc:  # pragma: no cover - depends on the controller's environment
     _IMPORT_ERROR: ImportError | None = _exc
 else:
@@ -49,7 +50,7 @@ def install_action(installed: str | None, wanted: str) -> str:
     if not installed or str(installed).strip().lower() in ("none", ""):
         return "install"
     try:
-        have, want = _matrix.version_key(str(installed)), _matrix.version_key(str(wanted))
+        have, want = _versions.version_key(str(installed)), _versions.version_key(str(wanted))
     except ValueError as exc:
         raise AnsibleFilterError(f"ascend_install_action: {exc}") from None
     if have == want:
@@ -61,7 +62,7 @@ def version_lt(a: str, b: str) -> bool:
     """a < b in the matrix's version order (glibc 2.17 < 2.28; 23.0.rc3 < 23.0.0)."""
     _need_package()
     try:
-        return _matrix.version_key(str(a)) < _matrix.version_key(str(b))
+        return _versions.version_key(str(a)) < _versions.version_key(str(b))
     except ValueError as exc:
         raise AnsibleFilterError(f"ascend_version_lt: {exc}") from None
 
@@ -73,6 +74,8 @@ def os_id(distribution: str, version: str) -> str:
     the same glibc, Python and family, the first is as good as any for resolving, so it is used.
     """
     _need_package()
+    from ascend_ready.provision import matrix as _matrix
+
     m = _matrix.load_matrix()
     found = _matrix.os_id_for(distribution, version, m)
     if found:
@@ -101,8 +104,11 @@ def npu_product(lspci_n: str) -> str:
 def unhealthy_chips(npu_smi_info: str) -> list[str]:
     """'NPU 3 chip 0: Alarm' for every chip `npu-smi info` does not show as OK; fails on unreadable text."""
     _need_package()
+    from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
+
+    from ascend_ready.errors import AscendReadyError
+
     try:
-        from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
 
         info = parse_npu_smi_info(npu_smi_info or "")
     except AscendReadyError as exc:
