@@ -220,6 +220,38 @@ def _parse_yaml(data: Any, origin: str) -> _Inventory:
     return inv
 
 
+def _vars_file(folder: Path, name: str) -> dict[str, Any] | None:
+    """Variables of `folder/name{,.yml,.yaml,.json}` and of the files in `folder/name/`."""
+    candidates = [folder / name, *(folder / f"{name}{ext}" for ext in (".yml", ".yaml", ".json"))]
+    found = [c for c in candidates if c.is_file()]
+    if (folder / name).is_dir():
+        found += sorted(f for f in (folder / name).iterdir() if f.suffix in (".yml", ".yaml", ".json"))
+    if not found:
+        return None
+    merged: dict[str, Any] = {}
+    for f in found:
+        try:
+            data = yaml.safe_load(f.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read inventory variables {f}: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"inventory variables {f} are not a mapping")
+        merged.update(data)
+    return merged
+
+
+def _load_vars_dirs(inv: _Inventory, folder: Path) -> None:
+    """group_vars/ and host_vars/ beside the inventory file: they override the file's own variables."""
+    for group in list(inv.groups):
+        extra = _vars_file(folder / "group_vars", group)
+        if extra:
+            inv.groups[group].update(extra)
+    for host in list(inv.hosts):
+        extra = _vars_file(folder / "host_vars", host)
+        if extra:
+            inv.hosts[host].update(extra)
+
+
 def load_inventory(path: str | Path) -> list[Target]:
     """Targets of an Ansible inventory file (YAML when it parses as a mapping with groups, else INI)."""
     path = Path(path)
@@ -234,6 +266,7 @@ def load_inventory(path: str | Path) -> list[Target]:
         except yaml.YAMLError as exc:
             raise ConfigError(f"inventory {path} is not valid YAML: {exc}") from None
     inv = _parse_yaml(data, str(path)) if data is not None else _parse_ini(text, str(path))
+    _load_vars_dirs(inv, path.parent)
     targets = inv.targets()
     if not targets:
         raise ConfigError(f"inventory {path} lists no hosts")

@@ -126,3 +126,25 @@ def test_limit(tmp_path):
     assert [t.name for t in limit_targets(targets, "node0*,&a3")] == ["node04"]
     with pytest.raises(ConfigError, match="matches no host"):
         limit_targets(targets, "nothing")
+
+
+def test_group_vars_and_host_vars_beside_the_inventory_apply(tmp_path):
+    (tmp_path / "hosts.ini").write_text("[ascend_nodes]\nnode01 ansible_host=10.0.0.1\n"
+                                        "node02 ansible_host=10.0.0.2\n"
+                                        "[ascend_nodes:vars]\nascend_training_user=root\n")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "ascend_nodes.yml").write_text("ascend_training_user: ascend\nstack_id: s1\n")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "node02.yml").write_text("stack_id: s2\n")
+    targets = {t.name: t for t in load_inventory(tmp_path / "hosts.ini")}
+    assert targets["node01"].vars["ascend_training_user"] == "ascend"
+    assert targets["node01"].vars["stack_id"] == "s1"
+    assert targets["node02"].vars["stack_id"] == "s2"
+
+
+def test_group_vars_that_are_not_a_mapping_are_a_config_error(tmp_path):
+    (tmp_path / "hosts.ini").write_text("[g]\nnode01\n")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "g.yml").write_text("- a list\n")
+    with pytest.raises(ConfigError, match="not a mapping"):
+        load_inventory(tmp_path / "hosts.ini")
