@@ -58,6 +58,8 @@ def kernel_headers_standin(kernel: str, out: Path) -> Path:
         (src / "README.ascend-ready").write_text(
             f"Stand-in for the headers of kernel {kernel}, built by ascend-ready's simulator: no "
             "distribution ships headers for the VM kernel the simulated nodes share. It holds no headers.\n")
+        # A headers tree is recognised by its top Makefile (DKMS and ascend-check look for it).
+        (src / "Makefile").write_text(f"# stand-in kbuild Makefile of {kernel} (ascend-ready simulator)\n")
         (root / "lib/modules" / kernel).mkdir(parents=True)
         os.symlink(f"/usr/src/{name}", root / "lib/modules" / kernel / "build")
         (root / "DEBIAN/control").write_text(
