@@ -3,6 +3,8 @@
 # a second run changes nothing. Called by `make demo` after `ascend-sim up`; needs root like the simulator.
 #   ASCEND_DEMO_STACK   matrix stack id to install (default cann-8.2.RC1-torch-2.5.1)
 #   ASCEND_SIM_RUN_DIR  the cluster (default /run/ascend-sim)
+#   ASCEND_DEMO_OS_PREREQS_REPO  an apt source line of a mirror the nodes reach (simulator/apt_mirror.py);
+#                       without it os_prereqs is skipped (simulated nodes reach no distribution mirror)
 set -euo pipefail
 cd "$(dirname "$0")"
 BIN=$(cd ../.venv/bin && pwd)
@@ -15,14 +17,19 @@ echo "== building the simulated package source for $STACK (fake .run installers,
 INVENTORY=$("$BIN/python" simulator/fleet.py "$WORK/inventory" --packages "$WORK/packages" --stack "$STACK" \
   --run-dir "$RUN_DIR")
 
-echo "== ansible-playbook -i $INVENTORY site.yml   (first run: installs)"
+echo "$INVENTORY" > "$WORK/inventory.path"
 export PATH="$BIN:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg"
-# os_prereqs needs a package mirror the simulated nodes cannot reach; fleet.py put in what the driver
-# installer needs (net-tools).
-"$BIN/ansible-playbook" -i "$INVENTORY" site.yml --skip-tags os_prereqs | tail -n 12
+if [ -n "${ASCEND_DEMO_OS_PREREQS_REPO:-}" ]; then
+  extra=(-e "$(printf '{"os_prereqs_repo": "%s"}' "$ASCEND_DEMO_OS_PREREQS_REPO")")
+else
+  # No mirror: fleet.py put in what the driver installer needs (net-tools).
+  extra=(--skip-tags os_prereqs)
+fi
+echo "== ansible-playbook -i $INVENTORY site.yml   (first run: installs)"
+"$BIN/ansible-playbook" -i "$INVENTORY" site.yml "${extra[@]}" | tail -n 12
 
 echo "== the same command again (must report changed=0 on every node)"
-"$BIN/ansible-playbook" -i "$INVENTORY" site.yml --skip-tags os_prereqs | tee "$WORK/rerun.log" | tail -n 8
+"$BIN/ansible-playbook" -i "$INVENTORY" site.yml "${extra[@]}" | tee "$WORK/rerun.log" | tail -n 8
 if grep -E 'changed=[1-9]' "$WORK/rerun.log" >/dev/null; then
   echo "error: the re-run changed something; see $WORK/rerun.log" >&2
   exit 1
