@@ -150,3 +150,12 @@ end_log() {
     say "[INFO]End time: $(date +"%Y-%m-%d %H:%M:%S")"
     exit "$1"
 }
+
+# begin_install: the log header both HDK installers print before anything else, then the root check.
+begin_install() {
+    open_log
+    say "[INFO]Start time: $(now)"
+    say "[INFO]LogFile: $LOGFILE"
+    say "[INFO]OperationLogFile: $SECLOG/operation.log"
+    require_root
+}

@@ -40,11 +40,7 @@ for arg in "$@"; do
     esac
 done
 
-open_log
-say "[INFO]Start time: $(now)"
-say "[INFO]LogFile: $LOGFILE"
-say "[INFO]OperationLogFile: $SECLOG/operation.log"
-require_root
+begin_install
 
 if [ "$check" = y ]; then
     # Real --check also runs ver_check.sh; with no firmware installed it only logs and returns 0.

@@ -27,11 +27,7 @@ for arg in "$@"; do
     esac
 done
 
-open_log
-say "[INFO]Start time: $(now)"
-say "[INFO]LogFile: $LOGFILE"
-say "[INFO]OperationLogFile: $SECLOG/operation.log"
-require_root
+begin_install
 [ "$check" = y ] && end_log 0
 
 if [ "$uninstall" = y ] && [ "$modes" -gt 0 ]; then
