@@ -148,9 +148,13 @@ def catalog(profile: HardwareProfile) -> dict[str, Probe]:
         Probe("thp-defrag", argv=("cat", "/sys/kernel/mm/transparent_hugepage/defrag")),
         Probe(
             "sysctl",
+            # As `sysctl NAME` prints; a key the kernel lacks is left out. `cat`, not `read`: dash reads
+            # a byte at a time, and integer /proc/sys files answer a read at an offset with EOF.
             shell=(
-                "for k in kernel/numa_balancing vm/max_map_count net/ipv4/ip_local_reserved_ports; "
-                'do v=$(cat /proc/sys/$k 2>/dev/null) && echo "$k = $v" | tr / .; done'
+                "for k in kernel.numa_balancing vm.max_map_count net.ipv4.ip_local_reserved_ports; do "
+                "f=/proc/sys; r=$k; "
+                "while :; do f=$f/${r%%.*}; case $r in *.*) r=${r#*.} ;; *) break ;; esac; done; "
+                'v=$(cat "$f" 2>/dev/null) && echo "$k = $v"; done'
             ),
         ),
         Probe(

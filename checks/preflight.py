@@ -14,7 +14,6 @@ from ascend_ready.checks.catalog import plan
 from ascend_ready.checks.profile import DEFAULT_PROFILE, HardwareProfile, bundled_profiles, load_profile
 from ascend_ready.checks.registry import CheckSpec, select_checks
 from ascend_ready.checks.report import Report
-from ascend_ready.checks.runner import run_checks
 from ascend_ready.checks.snapshot import HostSnapshot, Snapshot
 from ascend_ready.checks.transport import FanoutOptions, Target, collect
 
@@ -175,11 +174,26 @@ def collect_snapshot(
         prof = profiles[t.name]
         return plan(prof, wanted), prof.training_user
 
-    hosts = collect(list(targets), host_plan, options.fanout, progress=progress)
+    hosts = collect(
+        list(targets), host_plan, options.fanout, progress=progress, while_waiting=_prepare_judging
+    )
     recorded = {USER_VARS[0]: options.training_user, PYTHON_VAR: options.python}
     for h in hosts:
         h.vars.update({k: v for k, v in recorded.items() if v})
     return Snapshot(tool_version=__version__, hosts={h.name: h for h in hosts})
+
+
+def _prepare_judging() -> None:
+    """Load what judging needs (pytest, the check suite's imports, the matrix) while the hosts run their
+    probes, instead of after: on one host that is most of a CLI run's own time. Errors are left for
+    the judging itself to raise."""
+    try:
+        from ascend_ready.checks import runner  # noqa: F401  (pytest)
+        from ascend_ready.provision.matrix import load_matrix
+
+        load_matrix()
+    except Exception:  # a prefetch only: judging imports and loads these again, and raises then
+        pass
 
 
 def judge_snapshot(
@@ -193,6 +207,8 @@ def judge_snapshot(
     specs = options.checks() if specs is None else specs
     profiles = _profiles(list(snapshot.hosts.values()), options)
     names = sorted({p.product for p in profiles.values()})
+    from ascend_ready.checks.runner import run_checks
+
     return run_checks(
         snapshot,
         profiles,

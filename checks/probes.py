@@ -20,10 +20,14 @@ __all__ = ["FOREACH", "Probe", "ProbeStream", "build_script", "new_stream", "par
 
 #: How a per-device probe finds its instances on the node: a sh snippet printing one key per line
 #: (the key's words fill the probe's `{1}` `{2}` or `$1` `$2`). Keys are read from the output of
-#: another probe where the node's own view decides (e.g. the NPU ids `npu-smi info -l` lists).
+#: another probe where the node's own view decides (e.g. the NPU ids `npu-smi info -l` lists). Each
+#: source runs once per batch; keys with other characters than [A-Za-z0-9 ] are dropped.
 FOREACH: dict[str, str] = {
-    # Device logic ids, from the device nodes: hccn_tool -i takes these.
-    "davinci": "ls /dev 2>/dev/null | sed -n 's/^davinci\\([0-9][0-9]*\\)$/\\1/p' | sort -n",
+    # Device logic ids, from the device nodes: hccn_tool -i takes these. Builtins only.
+    "davinci": (
+        "for _d in /dev/davinci[0-9]*; do _d=${_d#/dev/davinci}; "
+        'case $_d in *[!0-9]*) ;; *) echo "$_d" ;; esac; done'
+    ),
     # "NPU CHIP" pairs from `npu-smi info -l` (NPU ID / Chip Count blocks): npu-smi -i/-c take these.
     "npu-chip": (
         'awk -F: \'/NPU ID/{gsub(/[ \\t]/,"",$2); n=$2} '
@@ -97,15 +101,8 @@ def _words(probe: Probe, env: _Env) -> str:
     """The probe as shell words after `timeout N`: its argv, or `sh -c SNIPPET _ "$@"`."""
     if probe.as_user:
         # A login shell of the training user: its limits (pam_limits) and profile (set_env.sh).
-        # Without root we can only observe our own user; the frame's rc then says why.
-        inner = shlex.quote(probe.command)
-        user = shlex.quote(env.user)
-        snippet = (
-            f'if [ "$(id -un)" = {user} ]; then "${{SHELL:-/bin/sh}}" -lc {inner}; '
-            f'elif [ "$(id -u)" = 0 ]; then su - {user} -c {inner}; '
-            f"else echo 'ascend-check: need root or user '{user}' to read its environment' >&2; exit 125; fi"
-        )
-        return f"sh -c {shlex.quote(snippet)}"
+        # Without root we can only observe our own user; the frame's rc then says why (_as, below).
+        return f"_as {shlex.quote(env.user)} {shlex.quote(probe.command)}"
     if probe.shell is not None:
         return f"sh -c {shlex.quote(probe.shell)}" + (' _ "$@"' if probe.foreach else "")
     return " ".join(f'"${m[1]}"' if (m := _SLOT_RE.match(w)) else shlex.quote(w) for w in probe.argv)
@@ -114,16 +111,63 @@ def _words(probe: Probe, env: _Env) -> str:
 #: The script's runtime. `_now` reads /proc/uptime with builtins (10 ms resolution) instead of
 #: forking `date` twice per probe; `_p` streams stdout between markers, `_q` also keeps it in a file
 #: for probes whose output feeds a FOREACH loop; stderr is copied only when there is some.
+#: Time limits: where /proc/uptime gives a clock, one watchdog process (a `sleep` every half second)
+#: stops a probe that overruns its limit, with its whole process tree (TERM, then KILL 2 s later), and
+#: the probe's rc reads 124/137 as from `timeout -k 2`. That costs no process per probe; starting
+#: `timeout` for each of ~70 probes would cost as much as the vendor tools they run. Without
+#: /proc/uptime each probe runs under `timeout`, where the node has it.
 _RUNTIME = r"""#!/bin/sh
 LC_ALL=C; export LC_ALL
 PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin:/usr/local/bin:/usr/local/Ascend/driver/tools"; export PATH
 _T=$(mktemp -d 2>/dev/null || { d=/tmp/ascend-check.$$; mkdir -m 700 "$d" && echo "$d"; }) || exit 97
-trap 'rm -rf "$_T"' EXIT HUP INT TERM
-command -v timeout >/dev/null 2>&1 && _TO=1 || _TO=
-_now() { _t=0; read -r _u _x </proc/uptime 2>/dev/null || return 0; _c=${_u%%.*}${_u#*.}
+_W=; _B=
+trap '[ -z "$_W" ] || kill "$_W" 2>/dev/null; rm -rf "$_T"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+_now() { _t=0; { read -r _u _x </proc/uptime; } 2>/dev/null || return 0; _c=${_u%%.*}${_u#*.}
   while :; do case $_c in 0?*) _c=${_c#0};; *) break;; esac; done; _t=$(( _c * 10 )); }
+_kt() { _g=$1; _l=" $2 "; _m=1
+  while [ -n "$_m" ]; do _m=
+    for _f in /proc/[0-9]*/stat; do
+      _s=; { read -r _s <"$_f"; } 2>/dev/null || continue
+      _s=${_s##*) }; _c=${_f#/proc/}; _c=${_c%/stat}; set -- $_s
+      case $_l in *" $2 "*) case $_l in *" $_c "*) ;; *) _l="$_l$_c "; _m=1 ;; esac ;; esac
+    done
+  done
+  kill -s "$_g" $_l 2>/dev/null; }
+_wd() { while sleep 0.5 2>/dev/null || sleep 1; do
+    kill -0 "$1" 2>/dev/null || exit 0
+    _now
+    for _r in "$_T"/*.run; do
+      _c=; { read -r _c _a _s <"$_r"; } 2>/dev/null; [ -n "$_c" ] || continue
+      _o=${_r%.run}.to
+      if [ ! -f "$_o" ]; then
+        [ $(( _t - _a )) -ge "$_s" ] || continue
+        echo "TERM $_t" >"$_o"; _kt TERM "$_c"
+      else
+        { read -r _g _k <"$_o"; } 2>/dev/null
+        [ "$_g" = TERM ] && [ $(( _t - _k )) -ge 2000 ] && { echo KILL >"$_o"; _kt KILL "$_c"; }
+      fi
+    done
+  done; }
+_now
+if [ "$_t" -gt 0 ]; then _wd $$ </dev/null >/dev/null 2>&1 & _W=$!; _TO=
+elif command -v timeout >/dev/null 2>&1; then _TO=1; else _TO=; fi
 _run() { _s=$1; shift
-  if [ -n "$_TO" ]; then timeout -k 2 "$_s" "$@"; else "$@"; fi; }
+  if [ -n "$_W" ]; then
+    "$@" & _c=$!
+    echo "$_c $_a $_s" >"$_T/$_id.run"
+    wait "$_c"; _r=$?
+    : >"$_T/$_id.run"
+    if [ -f "$_T/$_id.to" ]; then read -r _g _k <"$_T/$_id.to"; [ "$_g" = KILL ] && _r=137 || _r=124; fi
+    return $_r
+  elif [ -n "$_TO" ]; then
+    timeout -k 2 "$(( _s / 1000 )).$(( _s % 1000 / 100 ))$(( _s % 100 / 10 ))$(( _s % 10 ))" "$@"
+  else "$@"; fi; }
+_as() { if [ "$_ME" = "$1" ]; then "${SHELL:-/bin/sh}" -lc "$2"
+  elif [ "$_UID" = 0 ]; then su - "$1" -c "$2"
+  else echo "ascend-check: need root or user '$1' to read its environment" >&2; return 125; fi; }
 _tail() { _rc=$1; _now; printf '
 %s O %s %s %s
 ' @N@ "$_id" "$_rc" $(( _t - _a ))
@@ -155,29 +199,35 @@ def build_script(
     # Background probes start first so they overlap the serial vendor-tool calls.
     ordered = [p for p in ordered if p.background] + [p for p in ordered if not p.background]
     lines = [_RUNTIME.replace("@N@", nonce)]
+    if any(p.as_user for p in ordered):
+        lines.append("_ME=$(id -un 2>/dev/null); _UID=$(id -u 2>/dev/null)")
     for probe in ordered:
-        seconds = _fmt_seconds(probe.timeout_s or env.timeout_s)
+        limit_ms = _limit_ms(probe.timeout_s or env.timeout_s)
         words = _words(probe, env)
         if probe.background:
             # Frames of background probes go to files, printed after `wait`, so they never interleave.
-            lines.append(f'_p {probe.id} {seconds} {words} >"$_T/{probe.id}.frame" &')
+            lines.append(f'_p {probe.id} {limit_ms} {words} >"$_T/{probe.id}.frame" & _B="$_B $!"')
         elif probe.foreach is None:
-            lines.append(f"{'_q' if probe.id in needed else '_p'} {probe.id} {seconds} {words}")
+            lines.append(f"{'_q' if probe.id in needed else '_p'} {probe.id} {limit_ms} {words}")
         else:
-            # Keys come from the node; only [A-Za-z0-9 ] survive, so they cannot inject into ids or argv.
+            # Keys come from the node, once per source; only [A-Za-z0-9 ] keys pass, so they cannot
+            # inject into ids or argv.
+            keys = f'"$_T/keys.{probe.foreach}"'
             lines.append(
-                f"{FOREACH[probe.foreach]} 2>/dev/null | tr -cd 'A-Za-z0-9 \\n' | "
-                f'while read -r _k; do [ -n "$_k" ] || continue; set -- $_k; _j=; '
-                f'for _w in $_k; do _j="$_j.$_w"; done; _p "{probe.id}$_j" {seconds} {words}; done'
+                f"[ -f {keys} ] || {{ {FOREACH[probe.foreach]}; }} >{keys} 2>/dev/null\n"
+                f"while read -r _k; do case $_k in ''|*[!A-Za-z0-9\\ ]*) continue ;; esac; set -- $_k; _j=; "
+                f'for _w in $_k; do _j="$_j.$_w"; done; _p "{probe.id}$_j" {limit_ms} {words}; done <{keys}'
             )
     if any(p.background for p in ordered):
-        lines.append('wait; for _f in "$_T"/*.frame; do [ -f "$_f" ] && cat "$_f"; done')
+        # Not a bare `wait`: the watchdog runs until the script ends.
+        lines.append('for _b in $_B; do wait "$_b"; done')
+        lines.append('for _f in "$_T"/*.frame; do [ -f "$_f" ] && cat "$_f"; done')
     lines.append(f"printf '%s END\\n' {nonce}")
     return "\n".join(lines) + "\n", nonce
 
 
-def _fmt_seconds(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:.3f}"
+def _limit_ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
 
 
 def _order(probes: list[Probe]) -> list[Probe]:
@@ -276,9 +326,9 @@ class ProbeStream:
         base, _, key = instance.partition(".")
         probe = self.probes.get(base)
         limit = (probe.timeout_s if probe else None) or self.default_timeout_s
-        # `timeout` exits 124 (or 137 after -k); a command exiting 124 on its own is rare, and the
-        # elapsed time tells the two apart.
-        timed_out = cut or (rc in (124, 137) and ms >= 0.9 * limit * 1000)
+        # The watchdog and `timeout` give 124 (137 after KILL); a command exiting 124 on its own is
+        # rare, and the elapsed time tells the two apart where the node has a clock (ms 0: it has none).
+        timed_out = cut or (rc in (124, 137) and (ms >= 0.9 * limit * 1000 or ms == 0))
         command = (probe.command_for(key) if key else probe.command) if probe else instance
         self.results[instance] = ProbeResult(
             command=command,

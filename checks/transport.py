@@ -62,10 +62,12 @@ def collect(
     plan: Callable[[Target], tuple[list[Probe], str]],
     options: FanoutOptions,
     progress: Callable[[HostSnapshot], None] | None = None,
+    while_waiting: Callable[[], None] | None = None,
 ) -> list[HostSnapshot]:
     """Run every target's batch with bounded concurrency; `plan(target)` gives (probes, training user).
 
-    Results come back in target order; `progress` is called as each host finishes.
+    Results come back in target order; `progress` is called as each host finishes. `while_waiting` runs
+    in the calling thread once every host has started (the hosts mostly wait on their nodes).
     """
 
     def one(target: Target) -> HostSnapshot:
@@ -78,7 +80,10 @@ def collect(
     if not targets:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(options.concurrency, len(targets)))) as pool:
-        return list(pool.map(one, targets))
+        futures = [pool.submit(one, t) for t in targets]
+        if while_waiting is not None:
+            while_waiting()
+        return [f.result() for f in futures]
 
 
 def collect_host(
@@ -159,17 +164,45 @@ def _kill_tree(pid: int) -> None:
 # ---------------------------------------------------------------- SSH
 
 _known_hosts_lock = threading.Lock()
+_parsed_lock = threading.Lock()
+_parsed: dict[tuple[str, str], tuple[tuple[int, int], object]] = {}
+
+
+def _parsed_file(kind: str, path: Path, parse: Callable[[Path], object], empty: Callable[[], object]):
+    """`parse(path)`, once per file version (mtime and size) for the whole fan-out, not once per host:
+    a known_hosts of a few thousand lines parsed for each of 32 hosts costs more than the checks."""
+    try:
+        st = path.stat()
+    except OSError:
+        return empty()
+    stamp = (st.st_mtime_ns, st.st_size)
+    with _parsed_lock:
+        hit = _parsed.get((kind, str(path)))
+        if hit is None or hit[0] != stamp:
+            hit = (stamp, parse(path))
+            _parsed[(kind, str(path))] = hit
+        return hit[1]
 
 
 def _ssh_config(options: FanoutOptions):
     import paramiko
 
-    path = Path(options.ssh_config_file or Path.home() / ".ssh" / "config")
-    config = paramiko.SSHConfig()
-    if path.is_file():
+    def parse(path: Path):
+        config = paramiko.SSHConfig()
         with path.open() as fh:
             config.parse(fh)
-    return config
+        return config
+
+    path = Path(options.ssh_config_file or Path.home() / ".ssh" / "config")
+    return _parsed_file("ssh_config", path, parse, paramiko.SSHConfig)
+
+
+def _known_keys(path: Path, hostkey_name: str) -> dict:
+    """The key types and keys `path` (a known_hosts file) records for `hostkey_name` (hashed names too)."""
+    import paramiko
+
+    keys = _parsed_file("known_hosts", path, lambda p: paramiko.HostKeys(str(p)), paramiko.HostKeys)
+    return dict(keys.lookup(hostkey_name) or {})
 
 
 def _endpoint(spec: str) -> Target:
@@ -235,10 +268,15 @@ def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int 
             raise _Unreachable(f"cannot reach {where} through ProxyJump {first.strip()}: {exc}") from None
 
     client = paramiko.SSHClient()
-    client.load_system_host_keys()
     known_path = Path(os.path.expanduser(known)) if known else Path.home() / ".ssh" / "known_hosts"
-    if known and known_path.is_file():
-        client.load_host_keys(str(known_path))
+    # Only this host's entries, as paramiko would find them in the user's known_hosts and then the
+    # inventory's (where both know a key type, the user's file wins, as in paramiko's own lookup).
+    hostkey_name = hostname if port == 22 else f"[{hostname}]:{port}"
+    sources = [known_path] if known else []
+    sources.append(Path.home() / ".ssh" / "known_hosts")
+    for source in sources:
+        for keytype, key in _known_keys(source, hostkey_name).items():
+            client.get_host_keys().add(hostkey_name, keytype, key)
     client.set_missing_host_key_policy(
         _TrustOnFirstUse(known_path) if options.trust_on_first_use else paramiko.RejectPolicy()
     )

@@ -181,8 +181,9 @@ class Matrix(_Model):
 # Loading
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a repeated mapping key (PyYAML silently keeps the last one)."""
+class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """SafeLoader (libyaml's parser where PyYAML has it) that refuses a repeated mapping key (PyYAML
+    silently keeps the last one)."""
 
 
 def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):

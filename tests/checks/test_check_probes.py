@@ -4,6 +4,7 @@ and the snapshot round trip."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -55,6 +56,60 @@ def test_a_hanging_probe_times_out_alone():
     assert hang.timed_out and hang.rc == 124 and hang.timeout_s == 1 and hang.command == "sleep 30"
     assert 0.9 <= hang.duration_s < 3
     assert snap.probes["after"].stdout == "ok\n"
+
+
+def test_a_timed_out_probe_loses_its_whole_process_tree(tmp_path):
+    # The hung command is a child of the probe's shell: stopping only the shell would leave it
+    # running, writing into the next probe's frame.
+    pidfile = tmp_path / "child.pid"
+    probe = Probe("tree", shell=f"sleep 30 & echo $! > {pidfile}; wait; echo never", timeout_s=1)
+    snap = run_local([probe, Probe("after", argv=("echo", "ok"))])
+    tree = snap.probes["tree"]
+    assert tree.timed_out and tree.rc == 124 and "never" not in tree.stdout
+    assert snap.probes["after"].stdout == "ok\n"
+    child = int(pidfile.read_text())
+    for _ in range(50):  # the kill is sent; reaping by init may lag a moment
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                state = f.read().rsplit(") ", 1)[1].split()[0]
+        except FileNotFoundError:
+            break
+        if state == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the probe's child {child} survived its timeout")
+
+
+def test_a_probe_ignoring_term_is_killed_two_seconds_later():
+    snap = run_local([Probe("stubborn", shell="trap '' TERM; sleep 30", timeout_s=1)])
+    stubborn = snap.probes["stubborn"]
+    assert stubborn.timed_out and stubborn.rc == 137
+    assert 2.5 <= stubborn.duration_s < 6
+
+
+def test_without_proc_uptime_each_probe_runs_under_timeout():
+    """A node whose /proc/uptime cannot be read has no clock for the watchdog: `timeout` takes over."""
+    probes = [Probe("hang", argv=("sleep", "30"), timeout_s=1), Probe("after", argv=("echo", "ok"))]
+    script, nonce = build_script(probes)
+    assert script.count("/proc/uptime") == 1
+    script = script.replace("/proc/uptime", "/nonexistent/uptime")
+    started = time.monotonic()
+    out = subprocess.run(["/bin/sh", "-s"], input=script.encode(), capture_output=True, timeout=20).stdout
+    assert time.monotonic() - started < 5
+    stream = parse_stream(out, nonce, probes)
+    assert stream.complete
+    assert stream.results["hang"].rc == 124 and stream.results["hang"].timed_out
+    assert stream.results["after"].stdout == "ok\n"
+
+
+def test_the_watchdog_does_not_outlive_the_batch():
+    # A batch of quick probes ends at once: the channel must not wait for the watchdog's next tick.
+    script, nonce = build_script([Probe("quick", argv=("true",))])
+    started = time.monotonic()
+    proc = subprocess.run(["/bin/sh", "-s"], input=script.encode(), capture_output=True, timeout=20)
+    assert time.monotonic() - started < 0.4
+    assert parse_stream(proc.stdout, nonce, [Probe("quick", argv=("true",))]).results["quick"].rc == 0
 
 
 def test_fake_markers_in_output_cannot_break_framing():
@@ -236,3 +291,24 @@ def test_snapshot_errors_are_config_errors(tmp_path):
         load_snapshot(tmp_path)
     with pytest.raises(ConfigError, match="cannot be used as a file name"):
         save_snapshot(Snapshot(hosts={"../etc": HostSnapshot(name="../etc")}), tmp_path / "s")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+def test_as_user_probes_need_root_or_that_user():
+    """A login-shell probe runs as the training user: the batch's own user directly, any user as root
+    (`su -`), and otherwise fails with rc 125 saying why (never someone else's environment)."""
+    probe = Probe("who", shell="id -un", as_user=True)
+
+    def run(user: str, as_nobody: bool) -> ProbeResult:
+        script, nonce = build_script([probe], user=user)
+        prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if as_nobody else []
+        out = subprocess.run(
+            [*prefix, "/bin/sh", "-s"], input=script.encode(), capture_output=True, timeout=30, cwd="/"
+        ).stdout
+        stream = parse_stream(out, nonce, [probe])
+        assert stream.complete
+        return stream.results["who"]
+
+    assert run("root", as_nobody=False).stdout == "root\n"
+    nobody = run("root", as_nobody=True)
+    assert nobody.rc == 125 and "need root or user 'root'" in nobody.stderr

@@ -141,9 +141,11 @@ def test_probes_run_the_venv_in_the_training_users_login_shell():
     assert probes["torch-import"].shell.startswith(f"set -- ~ascend/venvs/ascend-{STACK}/bin/python; ")
     assert probes["user-limits"].as_user and probes["user-libs"].as_user
     script, _ = build_script([packages, probes["user-limits"], probes["user-libs"]], user="ascend")
-    # One batch; each as_user probe is its own `su - ascend` login shell under `timeout`.
-    assert script.count("su - ascend -c") == 3
-    assert script.count("_p python-packages 10 sh -c") == 1
+    # One batch; each as_user probe is its own login shell of ascend (`su - ascend` as root), in the
+    # background, under the batch's time limits.
+    assert script.count("_as ascend ") == 3
+    assert 'su - "$1" -c "$2"' in script and '"${SHELL:-/bin/sh}" -lc "$2"' in script
+    assert script.count("_p python-packages 10000 _as ascend 'set -- ~ascend/venvs/") == 1
     # A plain path stays an argv (no shell in between).
     plain = catalog(A2.model_copy(update={"python": "/srv/venv/bin/python"}))["python-packages"]
     assert plain.argv[:2] == ("/srv/venv/bin/python", "-c") and plain.shell is None

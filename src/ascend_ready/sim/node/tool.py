@@ -80,6 +80,15 @@ def cache_path(simdir: Path, fsroot: Path, tool: str, args: list[str],
     return None if prefix is None else simdir / "render" / "#".join([prefix, tool, *args])
 
 
+def _uptime() -> float | None:
+    """Seconds since boot (/proc/uptime, which the wrapper reads too); None where there is none."""
+    try:
+        with open("/proc/uptime") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _store(path: Path, text: str, *, prune: bool = True) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -176,8 +185,15 @@ def run(tool: str, args: list[str], simdir: Path, fsroot: Path) -> tuple[str, in
     if tool not in TOOLS:
         return f"unknown simulated tool {tool!r}; one of {', '.join(TOOLS)}\n", 2
     view = NodeView.load(simdir, fsroot)
-    if tool == "chronyc":  # never cached: the reference time moves on
-        return chrony.run(view.state.get("clock_synced", True), args)
+    if tool == "chronyc":
+        # The report moves on only when chronyd polls: cached per poll period, as the wrapper looks it up.
+        uptime = _uptime()
+        text, rc = chrony.run(view.state.get("clock_synced", True), args, uptime_s=uptime)
+        path = None if uptime is None else cache_path(simdir, fsroot, tool,
+                                                      [*args, f"@{chrony.poll_period(uptime)}"])
+        if rc == 0 and path is not None:
+            _store(path, text)
+        return text, rc
     if tool == "npu-smi" and "npu-smi" in view.state.get("hang", []):
         while True:  # the preflight's per-command timeout has to catch this
             time.sleep(3600)

@@ -20,12 +20,21 @@ def _ref_id(ip: str) -> str:
     return "".join(f"{int(octet):02X}" for octet in ip.split("."))
 
 
-def tracking(synced: bool, *, numeric: bool = False, now: float | None = None) -> str:
-    """The `chronyc tracking` report; `now` (epoch seconds) places the reference time."""
+def poll_period(uptime_s: float) -> int:
+    """Which of chronyd's polls (one per UPDATE_INTERVAL_S since boot) the report belongs to: the report
+    changes only when chronyd polls, so the node's tool wrapper caches it per period."""
+    return int(uptime_s) // UPDATE_INTERVAL_S
+
+
+def tracking(synced: bool, *, numeric: bool = False, now: float | None = None,
+             uptime_s: float | None = None) -> str:
+    """The `chronyc tracking` report; `now` (epoch seconds) and `uptime_s` place the reference time at the
+    last poll, which chronyd makes every UPDATE_INTERVAL_S seconds since boot."""
     if synced:
         now = time.time() if now is None else now
+        since_poll = now % UPDATE_INTERVAL_S if uptime_s is None else int(uptime_s) % UPDATE_INTERVAL_S
         ip, name = NTP_SERVER
-        ref = time.strftime("%a %b %d %H:%M:%S %Y", time.gmtime(now - now % UPDATE_INTERVAL_S))
+        ref = time.strftime("%a %b %d %H:%M:%S %Y", time.gmtime(now - since_poll))
         fields = [("Reference ID", f"{_ref_id(ip)} ({ip if numeric else name})"), ("Stratum", "3"),
                   ("Ref time (UTC)", ref), ("System time", "0.000004213 seconds slow of NTP time"),
                   ("Last offset", "-0.000002817 seconds"), ("RMS offset", "0.000011342 seconds"),
@@ -43,7 +52,7 @@ def tracking(synced: bool, *, numeric: bool = False, now: float | None = None) -
     return "".join(f"{label:<15} : {value}\n" for label, value in fields)
 
 
-def run(synced: bool, args: list[str]) -> tuple[str, int]:
+def run(synced: bool, args: list[str], *, uptime_s: float | None = None) -> tuple[str, int]:
     """(output, exit status) of `chronyc [-n] tracking`; other commands are refused as chronyc does."""
     numeric = False
     rest = list(args)
@@ -54,4 +63,4 @@ def run(synced: bool, args: list[str]) -> tuple[str, int]:
         rest.pop(0)
     if rest != ["tracking"]:
         return USAGE, 1
-    return tracking(synced, numeric=numeric), 0
+    return tracking(synced, numeric=numeric, uptime_s=uptime_s), 0
