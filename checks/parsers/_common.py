@@ -14,13 +14,19 @@ from ascend_ready.checks.parsers.base import Line, fail, numbered_lines
 #: Values the vendor tools print for "not available".
 NA_VALUES = frozenset({"NA", "N/A", "-", ""})
 
-#: A shell prompt or a command echo that pastes and collection scripts put above an output:
-#: `$ cmd`, `root@host:~# cmd`, `[sudo] password for ...`.
-_PROMPT_RE = re.compile(r"^(?:\$ |[\w.-]+@[\w.-]+:[^\s]*[#$] |\[sudo\] password for )")
+#: The prompt in front of a pasted command: `$ `, `root@host:~# ` (Debian/Ubuntu PS1), `[root@host dir]# `
+#: (CentOS/openEuler/Kylin PS1), each optionally after a `(venv) ` marker. Hosts' commands are echoed
+#: behind it by pastes (vllm-ascend issue #1047) and collection scripts.
+PROMPT_PREFIX = (r"(?:\([\w.-]+\)\s*)?"
+                 r"(?:\$ |[\w.-]+@[\w.-]+:\S*[#$] ?|\[[\w.-]+@[\w.-]+(?: [^\]]*)?\][#$] ?)")
+
+#: A shell prompt or a command echo that pastes and collection scripts put above an output, or the
+#: password prompt sudo prints before it.
+_PROMPT_RE = re.compile(rf"^(?:{PROMPT_PREFIX}|\[sudo\] password for )")
 
 
 def is_prompt(line: str) -> bool:
-    """True for a shell-prompt line (`$ hccn_tool ...`, `root@n1:~# cat ...`)."""
+    """True for a shell-prompt line (`$ hccn_tool ...`, `root@n1:~# cat ...`, `[root@n1 ~]# cat ...`)."""
     return bool(_PROMPT_RE.match(line))
 
 

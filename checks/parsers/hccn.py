@@ -12,6 +12,7 @@ import re
 from typing import Literal
 
 from ascend_ready.checks.parsers._common import (
+    PROMPT_PREFIX,
     content,
     key_values,
     opt_float,
@@ -26,7 +27,7 @@ from pydantic import SerializeAsAny
 from ascend_ready.errors import ParseError
 
 #: `hccn_tool -i 3 -ip -g` echo, with or without a prompt or a path (`/usr/local/.../hccn_tool`)
-_ECHO_RE = re.compile(r"^(?:\$ |[\w.-]+@[\w.-]+:\S*[#$] )?\S*hccn_tool\s+-i\s+(?P<dev>\d+)\s+(?P<args>.*)$")
+_ECHO_RE = re.compile(rf"^(?:{PROMPT_PREFIX}\s*)?\S*hccn_tool\s+-i\s+(?P<dev>\d+)\s+(?P<args>.*)$")
 
 
 #: hccn_tool's own error lines, with what the user should do about them
@@ -235,7 +236,8 @@ class HccnNetdetect(ParsedModel):
 def parse_hccn_netdetect(text: str) -> HccnNetdetect:
     kind = "hccn-netdetect"
     device, lines = _body(kind, text)
-    match, line = _one_line(kind, lines, re.compile(r"^netdetect address:\s*(\S*)$"),
+    # drivers' hccn_tool prints `netdetect address:`; the open-source hccn_tool (2026) `netdetect addr:`
+    match, line = _one_line(kind, lines, re.compile(r"^netdetect addr(?:ess)?:\s*(\S*)$"),
                             "netdetect address: <ip>")
     return HccnNetdetect(device_id=device,
                          address=to_ip(kind, match[1], line, what="netdetect address") if match[1] else None)
@@ -408,6 +410,8 @@ def parse_hccn_link_stat(text: str) -> HccnLinkStat:
             down = to_int(kind, value, line, what=key)
         elif key == "link change records" and not value:
             in_records = True
+        elif key == "link change records" and value == "NA":
+            pass  # hccn_tool prints `: NA` when it holds no record (after `-link_stat -c`); none may follow
         else:
             raise fail(kind, f"unexpected line in link_stat output ({key!r})", line)
     if current is None or up is None:

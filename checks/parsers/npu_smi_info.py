@@ -114,7 +114,7 @@ _TOOL_FAILURE = re.compile(r"dcmi .*failed|ret is -?\d+|Invalid card id|device i
 
 _TOOL_FAILURE_HINT = ("npu-smi could not reach the devices: check that the driver is loaded, that the "
                       "davinci devices are mounted into this container and that no other container holds "
-                      "them (dcmi -8020: device in use)")
+                      "them (dcmi -8020 or -8005: device in use)")
 
 
 @dataclass
@@ -278,6 +278,9 @@ def _chip(tbl: _Table, second: str | None, row1: tuple[str, ...], row2: tuple[st
 def _devices(tbl: _Table, second: str | None, row1: tuple[str, ...], row2: tuple[str, ...]) -> list[dict]:
     npus: list[dict] = []
     while (tok := tbl.peek()) is not None and tok.kind == "row":
+        if len(tok.cells) == 1 and _NO_PROCS.fullmatch(tok.cells[0].strip()):
+            raise fail(KIND, "process-table row where a device row belongs: the process-table header is "
+                             "missing (an edited or cut paste?)", tok.line)
         npu_id, chip = _chip(tbl, second, row1, row2)
         line, chip_line = chip.pop("_lines")
         if npus and npus[-1]["open"]:
@@ -393,6 +396,7 @@ def parse_npu_smi_info(text: str) -> NpuSmiInfo:
     second, row1, row2 = _header(tbl, layout)
     npus = _devices(tbl, second, row1, row2)
     process_table, procs = "absent", []
+    _skip_blank_before_process_table(tbl)
     if not tbl.truncated and tbl.peek() is not None and tbl.peek().kind == "rule" and tbl.peek().fill == "-":
         tbl.take("rule", "the process table's top rule", fill="-")
         process_table, procs = "present", _processes(tbl, layout, npus)
@@ -400,6 +404,16 @@ def parse_npu_smi_info(text: str) -> NpuSmiInfo:
     return NpuSmiInfo(layout=layout.id, tool_version=m.group(1), driver_version=m.group(2),
                       npus=[_npu_model(n) for n in npus], process_table=process_table,
                       processes=[NpuSmiProcess(**p) for p in procs], truncated=tbl.truncated)
+
+
+def _skip_blank_before_process_table(tbl: _Table) -> None:
+    # A paste may carry blank lines between the device table and the process table (the MindFormers
+    # 910ProB capture in tests/parsers/real/); only there are blank lines skipped, never inside a table.
+    pos = tbl.pos
+    while pos < len(tbl.toks) and tbl.toks[pos].kind == "text" and not tbl.toks[pos].line.strip():
+        pos += 1
+    if pos > tbl.pos and pos < len(tbl.toks) and tbl.toks[pos].kind == "rule" and tbl.toks[pos].fill == "-":
+        tbl.pos = pos
 
 
 def _check_trailer(tbl: _Table) -> None:

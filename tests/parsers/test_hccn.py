@@ -123,6 +123,25 @@ def test_link_stat_newer_device_prefix():
     assert (stat.device_id, stat.link_down_count, len(stat.records)) == (2, 0, 1)
 
 
+def test_link_stat_without_records_prints_na():
+    # hccn_tool's tool_display_link_his_stat(): `link change records : NA` when it holds no record
+    text = ("[devid 1]current time        : Wed Aug  2 03:09:26 2022\n[devid 1]link up count       : 0\n"
+            "[devid 1]link down count     : 0\n[devid 1]link change records : NA\n")
+    stat = parse_hccn_link_stat(text)
+    assert (stat.device_id, stat.link_up_count, stat.link_down_count, stat.records) == (1, 0, 0, [])
+    with pytest.raises(ParseError) as err:  # no record may follow an NA
+        parse_hccn_link_stat(text + "[devid 1]    Tue Aug  1 14:43:26 2022    LINK UP\n")
+    assert err.value.line_no == 5
+
+
+def test_echo_behind_a_bracketed_prompt_or_venv():
+    link = parse_hccn_link("[root@node01 ~]# hccn_tool -i 6 -link -g\nlink status: UP\n")
+    assert (link.device_id, link.status) == (6, "UP")
+    ip = parse_hccn_ip("(venv) user@node01:~$ /usr/local/Ascend/driver/tools/hccn_tool -i 2 -ip -g\n"
+                       "ipaddr:192.168.1.12\nnetmask:255.255.255.0\n")
+    assert (ip.device_id, ip.address) == (2, "192.168.1.12")
+
+
 def test_ping_sample(sample):
     ping = parse_hccn_ping(sample("hccn_tool-ping-g_910b1_arthurchiao-blog.txt"))
     assert (ping.device_id, ping.target) == (3, "29.1.137.205")
@@ -184,6 +203,8 @@ def test_gateway_and_netdetect():
     assert (gateway.gateway, gateway.interface) == ("11.12.165.1", "eth0")
     assert parse_hccn_gateway("default gateway:, Iface:eth3\n").gateway is None
     assert parse_hccn_netdetect("netdetect address: 11.12.165.1\n").address == "11.12.165.1"
+    # the open-source hccn_tool's tool_get_netdetect() prints `netdetect addr: %s`
+    assert parse_hccn_netdetect("netdetect addr: 11.12.165.1\n").address == "11.12.165.1"
     with pytest.raises(ParseError) as err:
         parse_hccn_netdetect("netdetect address: 11.12.165\n")
     assert err.value.line_no == 1
