@@ -22,6 +22,7 @@ _TS_RE = re.compile(
     r"|\[(?P<ctime>\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\]"    # [Wed Aug  2 03:09:26 2022]  (-T)
     r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]\d+[+-]\d\d:?\d\d)"  # --time-format iso
     r")\s?(?P<msg>.*)$")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f]")
 _DEV_RE = re.compile(r"^(?P<driver>[\w-]+) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): ")
 _SOURCE_RE = re.compile(r"error received: (?:id=\w+ )?"
                         r"(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")
@@ -82,7 +83,7 @@ def parse_dmesg(text: str) -> KernelLog:
             raise fail(kind, "kernel log line without a timestamp", line,
                        hint="pass `dmesg` output with timestamps (not `dmesg -t`)")
         msg = match["msg"]
-        if any(ord(ch) < 32 and ch != "\t" for ch in msg):
+        if _CONTROL_RE.search(msg):
             raise fail(kind, "control characters in a kernel log line", line)
         event_kind, severity = _classify(msg)
         # `pcieport <port>: AER: Corrected error received: <source>` is about <source>, not the port
