@@ -115,7 +115,10 @@ def _words(probe: Probe, env: _Env) -> str:
 #: stops a probe that overruns its limit, with its whole process tree (TERM, then KILL 2 s later), and
 #: the probe's rc reads 124/137 as from `timeout -k 2`. That costs no process per probe; starting
 #: `timeout` for each of ~70 probes would cost as much as the vendor tools they run. Without
-#: /proc/uptime each probe runs under `timeout`, where the node has it.
+#: /proc/uptime each probe runs under `timeout`, where the node has it. The watchdog holds none of the
+#: batch's output (or the channel would stay open after END) and ends with the batch's temp dir: a
+#: TERM sent as it starts can be lost, and a finished batch whose parent has not reaped it still
+#: answers `kill -0`.
 _RUNTIME = r"""#!/bin/sh
 LC_ALL=C; export LC_ALL
 PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin:/usr/local/bin:/usr/local/Ascend/driver/tools"; export PATH
@@ -136,8 +139,9 @@ _kt() { _g=$1; _l=" $2 "; _m=1
     done
   done
   kill -s "$_g" $_l 2>/dev/null; }
-_wd() { while sleep 0.5 2>/dev/null || sleep 1; do
-    kill -0 "$1" 2>/dev/null || exit 0
+_wd() { exec </dev/null >/dev/null 2>&1
+  while sleep 0.5 || sleep 1; do
+    [ -d "$_T" ] && kill -0 "$1" || exit 0
     _now
     for _r in "$_T"/*.run; do
       _c=; { read -r _c _a _s <"$_r"; } 2>/dev/null; [ -n "$_c" ] || continue
@@ -152,7 +156,7 @@ _wd() { while sleep 0.5 2>/dev/null || sleep 1; do
     done
   done; }
 _now
-if [ "$_t" -gt 0 ]; then _wd $$ </dev/null >/dev/null 2>&1 & _W=$!; _TO=
+if [ "$_t" -gt 0 ]; then _wd $$ & _W=$!; _TO=
 elif command -v timeout >/dev/null 2>&1; then _TO=1; else _TO=; fi
 _run() { _s=$1; shift
   if [ -n "$_W" ]; then
