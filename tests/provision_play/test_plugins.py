@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -88,7 +89,59 @@ def test_key_values_read_version_files():
     ("Fedora", "40", ""),
 ])
 def test_os_id(distribution, version, os_id):
-    assert filters.os_id(distribution, version) == os_id
+    assert stack.os_id(distribution, version) == os_id
+
+
+def test_nodes_resolve_in_one_call_and_fail_alone():
+    nodes = {
+        "node01": {"stack": "cann-8.2.RC1-torch-2.5.1", "distribution": "Kylin Linux Advanced Server",
+                   "distribution_version": "V10", "product": "910b", "arch": "x86_64"},
+        "node02": {"torch": "2.9.0", "distribution": "CentOS", "distribution_version": "7.6",
+                   "product": "910b", "arch": "x86_64"},
+        "node03": {"os": "ubuntu22.04", "distribution": "Fedora", "distribution_version": "40",
+                   "stack": "cann-8.2.RC1-torch-2.5.1", "product": "910_93", "arch": "aarch64"},
+        "node04": {"distribution": "Fedora", "distribution_version": "40", "product": "910b",
+                   "arch": "x86_64"},
+    }
+    got = stack.resolve_nodes(nodes)
+    assert got["node01"] == {"os": "kylinv10sp2", "stack": stack.resolve_stack(
+        "cann-8.2.RC1-torch-2.5.1", product="910b", os="kylinv10sp2", arch="x86_64")}
+    assert got["node02"]["os"] == "centos7.6"
+    assert got["node02"]["error"].startswith("invalid Ascend stack: no stack fits: os centos7.6 (glibc 2.17)")
+    assert got["node03"]["os"] == "ubuntu22.04"  # the stack_os pin wins over the facts
+    assert got["node03"]["stack"]["product"] == "910_93"
+    assert got["node04"]["os"] == ""  # untracked OS: the role's assert names it
+
+
+def test_install_plan_reads_several_version_files_at_once():
+    grep = ("/a/driver/version.info:Version=24.1.rc2\n/a/driver/version.info:ascendhal_version=7.35.19\n"
+            "/a/firmware/version.info:Version=7.7.0.1.231\n/c/ascend_toolkit_install.info:version=8.2.RC1\n")
+    files = {"driver": "/a/driver/version.info", "firmware": "/a/firmware/version.info",
+             "toolkit": "/c/ascend_toolkit_install.info", "nnal": "/c/missing.info"}
+    wanted = {"firmware": "7.7.0.1.231", "toolkit": "8.5.0", "nnal": "8.2.RC1"}
+    plan = filters.install_plan(grep, files, wanted)
+    assert plan == {"driver": {"installed": "24.1.rc2", "action": ""},
+                    "firmware": {"installed": "7.7.0.1.231", "action": "skip"},
+                    "toolkit": {"installed": "8.2.RC1", "action": "upgrade"},
+                    "nnal": {"installed": "", "action": "install"}}
+
+
+def test_check_failures_per_node():
+    report = {"hosts": [{"name": "node01", "reachable": True}, {"name": "node02", "reachable": True},
+                        {"name": "node03", "reachable": False, "error": "ssh: connection refused"}],
+              "results": [
+                  {"host": "node01", "check_id": "hccl.link_up", "status": "fail", "message": "dev 2 down"},
+                  {"host": "node01", "check_id": "os.thp", "status": "warn", "message": "madvise"},
+                  {"host": "node02", "check_id": "os.thp", "status": "pass", "message": ""}]}
+    text = json.dumps(report)
+    hosts = ["node01", "node02", "node03", "node04"]
+    assert filters.check_failures(text, hosts) == {
+        "node01": ["hccl.link_up: dev 2 down"], "node02": [],
+        "node03": ["unreachable: ssh: connection refused"], "node04": ["unreachable: not in the report"]}
+    assert filters.check_failures(text, hosts, strict=True)["node01"] == [
+        "hccl.link_up: dev 2 down", "os.thp: madvise"]
+    with pytest.raises(AnsibleFilterError, match="not an ascend-check JSON report"):
+        filters.check_failures("Traceback ...", hosts)
 
 
 def test_npu_product_from_lspci():

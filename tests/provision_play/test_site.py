@@ -222,14 +222,40 @@ def test_bad_role_variables_are_rejected_before_any_change(fleet):
     assert "must be one of" in result.output
 
 
-def test_os_prereqs_on_rhel_family_nodes_plans_then_stops_cleanly(fleet):
-    # The simulated Kylin and CentOS nodes are Debian inside: no rpm, yum or dnf. The role still works out
-    # each OS's package list (vars/<distribution or family>.yml) and stops before any change.
+def _would_install(output: str, node: str) -> tuple[str, set[str]]:
+    """The package manager and packages the check-mode report of os_prereqs names for `node`."""
+    m = re.search(rf"changed: \[{node}\] => \s+msg: '?(yum|dnf) would install: (.*?)'?\n+"
+                  r"(?:changed|ok|TASK|PLAY)", output, re.S)
+    assert m, output[-3000:]
+    return m.group(1), set(m.group(2).split())
+
+
+def test_os_prereqs_in_check_mode_on_rhel_family_nodes(fleet):
+    # The simulated Kylin and CentOS nodes are Debian inside, with the simulator's rpm database view and
+    # yum/dnf stand-ins (docs/design/simulator.md): the rpm query is real, the install is reported.
+    db = "/var/lib/rpm/ascend-sim-installed"
     kernel = fleet.sh("node03", "uname -r").strip()
-    result = fleet.play("--tags", "os_prereqs", "--check", "--limit", "node02,node03")
-    assert result.failed("node02") and result.failed("node03")
-    assert result.changed("node02") == 0 and result.changed("node03") == 0
-    assert re.search(r"No yum or dnf found on this Kylin Linux Advanced Server V10 node .*kernel-devel\b",
-                     result.output, re.S)
-    k = re.escape(kernel)
-    assert re.search(rf"CentOS 7\.6 node .*kernel-headers-{k}\s+kernel-devel-{k}", result.output, re.S)
+    version, release = kernel.split("-", 1)
+    added = f"make 3.82 23.el7 x86_64\\nkernel-devel {version} {release} x86_64\\n"
+    fleet.sh("node03", f"printf '{added}' >> {db}")
+    assert fleet.sh("node03", f"rpm -q make kernel-devel-{kernel} dkms; echo rc=$?").splitlines() == [
+        "make-3.82-23.el7.x86_64", f"kernel-devel-{kernel}.x86_64", "package dkms is not installed", "rc=1"]
+    watched = f"md5sum {db}; ls /etc/yum.repos.d"
+    before = {n: fleet.sh(n, watched) for n in ("node02", "node03")}
+    fleet.write_inventory({**fleet.group_vars, "os_prereqs_repo": "http://192.0.2.1/rpm/"}, fleet.host_vars)
+    try:
+        result = fleet.play("--tags", "os_prereqs", "--check", "--diff", "--limit", "node02,node03")
+    finally:
+        fleet.write_inventory(fleet.group_vars, fleet.host_vars)
+    assert result.rc == 0, result.output[-4000:]
+    assert result.changed("node02") > 0 and result.changed("node03") > 0
+    # Kylin V10 (dnf; vars/Kylin_Linux_Advanced_Server.yml) from a minimal install's package list.
+    assert _would_install(result.output, "node02") == (
+        "dnf", {"make", "dkms", "gcc", "gcc-c++", "pciutils", "net-tools", "python3-devel", "kernel-devel"})
+    # CentOS 7.6 (yum; vars/RedHat.yml): make and the running kernel's kernel-devel are installed.
+    assert _would_install(result.output, "node03") == (
+        "yum", {"dkms", "gcc", "gcc-c++", "pciutils", "net-tools", "elfutils-libelf-devel", "python3-devel",
+                f"kernel-headers-{kernel}"})
+    assert result.output.count("+baseurl = http://192.0.2.1/rpm/") == 2  # the mirror's repo file, as a diff
+    assert {n: fleet.sh(n, watched) for n in ("node02", "node03")} == before
+    assert "ascend-ready.repo" not in before["node02"] + before["node03"]

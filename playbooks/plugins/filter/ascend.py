@@ -6,13 +6,13 @@ so the playbooks and ascend-check judge the same facts the same way.
 
 from __future__ import annotations
 
+import json
 import re
 
 from ansible.errors import AnsibleFilterError
 
 # Ansible imports every filter file in each forked worker that templates a filter, so only the
-# standard-library version order loads here; the matrix (pydantic, YAML) and the npu-smi parser load
-# in the two filters that need them.
+# standard-library version order loads here; the npu-smi parser loads in the one filter that needs it.
 try:
     from ascend_ready.provision import versions as _versions
 except ImportError as _exc:  # pragma: no cover - depends on the controller's environment
@@ -58,6 +58,27 @@ def install_action(installed: str | None, wanted: str) -> str:
     return "upgrade" if want > have else "downgrade"
 
 
+def install_plan(grep_output: str | None, files: dict, wanted: dict) -> dict[str, dict[str, str]]:
+    """{name: {installed, action}} for the version files `files` ({name: path}) read in one go with
+    `grep -s -H '' PATH...` ("path:KEY=value" lines), against `wanted` ({name: version}).
+
+    The version is the file's Version= (driver, firmware) or version= (CANN install-info) entry; a file
+    that is missing or has none means nothing is installed.
+    """
+    lines: dict[str, list[str]] = {}
+    for line in (grep_output or "").splitlines():
+        path, sep, rest = line.partition(":")
+        if sep:
+            lines.setdefault(path, []).append(rest)
+    plan = {}
+    for name, path in files.items():
+        kv = {k.lower(): v for k, v in key_values("\n".join(lines.get(path, []))).items()}
+        installed = kv.get("version", "")
+        action = install_action(installed, wanted[name]) if wanted.get(name) else ""
+        plan[name] = {"installed": installed, "action": action}
+    return plan
+
+
 def version_lt(a: str, b: str) -> bool:
     """a < b in the matrix's version order (glibc 2.17 < 2.28; 23.0.rc3 < 23.0.0)."""
     _need_package()
@@ -65,27 +86,6 @@ def version_lt(a: str, b: str) -> bool:
         return _versions.version_key(str(a)) < _versions.version_key(str(b))
     except ValueError as exc:
         raise AnsibleFilterError(f"ascend_version_lt: {exc}") from None
-
-
-def os_id(distribution: str, version: str) -> str:
-    """The matrix OS id for Ansible's distribution facts, '' when the matrix does not track that OS.
-
-    Kylin's facts name no service pack ("V10"); when every tracked service pack of that release has
-    the same glibc, Python and family, the first is as good as any for resolving, so it is used.
-    """
-    _need_package()
-    from ascend_ready.provision import matrix as _matrix
-
-    m = _matrix.load_matrix()
-    found = _matrix.os_id_for(distribution, version, m)
-    if found:
-        return found
-    if "kylin" in str(distribution).lower():
-        prefix = "kylin" + str(version).strip().lower()
-        same = [o for o in m.os if o.id.startswith(prefix)]
-        if same and len({(o.glibc, o.python3, o.family) for o in same}) == 1:
-            return same[0].id
-    return ""
 
 
 def npu_product(lspci_n: str) -> str:
@@ -117,13 +117,38 @@ def unhealthy_chips(npu_smi_info: str) -> list[str]:
             for npu in info.npus for chip in npu.chips if chip.health != "OK"]
 
 
+def check_failures(report_json: str, hosts, strict: bool = False) -> dict[str, list[str]]:
+    """Per host of `hosts`, the 'check_id: message' lines of an `ascend-check --format json` report that
+    fail it (fail and error; warn too when strict); ['unreachable: why'] for a host it could not judge.
+
+    The report covers every node at once: parsing it here, once, keeps the per-node verdict cheap.
+    """
+    try:
+        report = json.loads(report_json)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"ascend_check_failures: not an ascend-check JSON report ({exc})") from None
+    bad_status = {"fail", "error"} | ({"warn"} if strict else set())
+    known = {h.get("name"): h for h in report.get("hosts", [])}
+    out = {}
+    for host in hosts:
+        status = known.get(host)
+        if status is None or not status.get("reachable", False):
+            why = (status or {}).get("error") or "not in the report"
+            out[host] = [f"unreachable: {why}"]
+            continue
+        out[host] = [f"{r.get('check_id')}: {r.get('message', '')}" for r in report.get("results", [])
+                     if r.get("host") == host and r.get("status") in bad_status]
+    return out
+
+
 class FilterModule:
     def filters(self):
         return {
             "ascend_kv": key_values,
             "ascend_install_action": install_action,
+            "ascend_install_plan": install_plan,
             "ascend_version_lt": version_lt,
-            "ascend_os_id": os_id,
             "ascend_npu_product": npu_product,
             "ascend_unhealthy_chips": unhealthy_chips,
+            "ascend_check_failures": check_failures,
         }

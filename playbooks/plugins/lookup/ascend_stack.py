@@ -28,6 +28,13 @@ options:
   arch: {description: aarch64 or x86_64., type: str}
   python: {description: Python MAJOR.MINOR for the wheels., type: str}
   matrix: {description: Matrix file instead of the packaged provision/matrix.yml., type: str}
+  nodes:
+    description:
+      - Resolve many nodes in one call (the matrix is read once), e.g. every host of a play.
+      - A dict of node name to that node's pins (the options above, without matrix); a node without an
+        os gets the matrix id of its distribution and distribution_version (Ansible's facts).
+      - Returns one dict of node name to {os, stack} or, where the node's pins fit no stack, {os, error}.
+    type: dict
 """
 
 RETURN = r"""
@@ -41,15 +48,58 @@ _raw:
 _PINS = ("cann", "torch", "torch_npu", "driver", "product", "os", "arch", "python")
 
 
-def resolve_stack(stack: str | None = None, matrix_file: str | None = None, **pins: str | None) -> dict:
-    """The resolved stack as a plain dict; raises AnsibleLookupError with the matrix's reason and hint."""
+def _matrix_module():
     try:
         from ascend_ready.provision import matrix as mx
-
-        from ascend_ready.errors import AscendReadyError
     except ImportError as exc:
         raise AnsibleLookupError(f"ascend_stack needs the ascend_ready package in the controller's Python "
                                  f"({exc}); run ansible-playbook from its environment") from None
+    return mx
+
+
+def os_id(distribution: str, version: str, matrix_file: str | None = None) -> str:
+    """The matrix OS id for Ansible's distribution facts, '' when the matrix does not track that OS.
+
+    Kylin's facts name no service pack ("V10"); when every tracked service pack of that release has
+    the same glibc, Python and family, the first is as good as any for resolving, so it is used.
+    """
+    mx = _matrix_module()
+    m = mx.load_matrix(matrix_file or None)
+    found = mx.os_id_for(str(distribution), str(version), m)
+    if found:
+        return found
+    if "kylin" in str(distribution).lower():
+        prefix = "kylin" + str(version).strip().lower()
+        same = [o for o in m.os if o.id.startswith(prefix)]
+        if same and len({(o.glibc, o.python3, o.family) for o in same}) == 1:
+            return same[0].id
+    return ""
+
+
+def resolve_nodes(nodes: dict[str, dict], matrix_file: str | None = None) -> dict[str, dict]:
+    """resolve_stack for each node: {name: {"os": id, "stack": resolved}} or {name: {"os": id, "error": why}}.
+
+    A node's failure is data, not an exception, so each host of a play fails on its own.
+    """
+    out = {}
+    for name, node in nodes.items():
+        pins = {k: node.get(k) for k in _PINS}
+        pins["os"] = pins["os"] or os_id(node.get("distribution", ""), node.get("distribution_version", ""),
+                                         matrix_file)
+        try:
+            stack = resolve_stack(node.get("stack"), matrix_file, **pins)
+        except AnsibleLookupError as exc:
+            out[name] = {"os": pins["os"], "error": exc.message}
+        else:
+            out[name] = {"os": pins["os"], "stack": stack}
+    return out
+
+
+def resolve_stack(stack: str | None = None, matrix_file: str | None = None, **pins: str | None) -> dict:
+    """The resolved stack as a plain dict; raises AnsibleLookupError with the matrix's reason and hint."""
+    mx = _matrix_module()
+    from ascend_ready.errors import AscendReadyError
+
     given = {k: str(v).strip() for k, v in pins.items() if v is not None and str(v).strip()}
     try:
         m = mx.load_matrix(matrix_file or None)
@@ -73,5 +123,7 @@ def resolve_stack(stack: str | None = None, matrix_file: str | None = None, **pi
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
+        if self.get_option("nodes") is not None:
+            return [resolve_nodes(self.get_option("nodes"), self.get_option("matrix"))]
         pins = {k: self.get_option(k) for k in _PINS}
         return [resolve_stack(self.get_option("stack"), self.get_option("matrix"), **pins)]
