@@ -203,6 +203,32 @@ def test_check_mode_shows_changes_and_changes_nothing(fleet):
     assert fleet.play(*SKIP, "--limit", "node04").changed("node04") == 0
 
 
+def test_drift_behind_a_skipped_include_is_repaired_on_that_node_only(fleet):
+    # A no-op run reads each of these with one raw probe and skips the tasks that would write them: the
+    # probes must still see a drift and let the writes run on that node alone.
+    block = r"/# BEGIN ascend-ready: CANN environment/,/# END ascend-ready: CANN environment/d"
+    fleet.sh("node01", f"sed -i '{block}' /home/ascend/.bashrc")
+    fleet.sh("node02", "gpasswd -d ascend HwHiAiUser")
+    fleet.sh("node03", "echo kernel.numa_balancing = 1 >> /etc/sysctl.d/90-ascend-ready.conf")
+    fleet.sh("node04", "sed -i 's/^address_7=.*/address_7=192.168.7.99/' /etc/hccn.conf")
+    result = fleet.play("--tags", "npu_user,tuning,cann,hccn")
+    assert result.rc == 0, result.output[-4000:]
+    assert all(result.changed(n) > 0 for n in NODES), result.output[-4000:]
+    bashrc = fleet.read("node01", "/home/ascend/.bashrc")
+    assert "# BEGIN ascend-ready: CANN environment" in bashrc
+    assert f". {expected('node01').layout.set_env}" in bashrc
+    assert "HwHiAiUser" in fleet.sh("node02", "id -nG ascend").split()
+    assert "kernel.numa_balancing = 1" not in fleet.read("node03", "/etc/sysctl.d/90-ascend-ready.conf")
+    assert "address_7=192.168.7.14" in fleet.read("node04", "/etc/hccn.conf")
+    again = fleet.play("--tags", "npu_user,tuning,cann,hccn")
+    assert {n: again.changed(n) for n in NODES} == dict.fromkeys(NODES, 0)
+    # And on the no-op run the writers did not even run (blockinfile would report "ok", not "changed").
+    for task in ("npu_user : Create or fix what differs", "tuning : Apply what differs",
+                 "cann : Ensure set_env.sh is sourced for the training users", "hccn : Set what differs"):
+        section = again.output.split(f"TASK [{task}]")[1].split("TASK [")[0]
+        assert not re.findall(r"^(?:ok|changed|included):", section, re.M), (task, section)
+
+
 def test_validate_fails_a_node_whose_checks_fail(fleet):
     fleet.sim("fault", "node01", "link-down", "--param", "device=2")
     try:
