@@ -13,12 +13,11 @@ import sys
 from typing import Any
 
 import click
+from ascend_ready.provision.judge import Judgement, judge
 from ascend_ready.provision.matrix import (
     ARCHES,
-    Judgement,
     Matrix,
     ResolvedStack,
-    judge,
     load_matrix,
     matrix_json_schema,
     resolve,

@@ -1,8 +1,8 @@
-"""The compatibility matrix (provision/matrix.yml): pydantic models that load and validate it, the
-resolver that turns a few pins into a full install stack, and the judge of an installed set.
+"""The compatibility matrix (provision/matrix.yml): pydantic models that load and validate it, and the
+resolver that turns a few pins into a full install stack (the judge of an installed set: judge.py).
 
-`resolve()` and `judge()` are pure functions over a loaded `Matrix`; the Ansible lookup plugin and
-ascend-check import them, `ascend-matrix` shows them.
+`resolve()` is a pure function over a loaded `Matrix`; the Ansible lookup plugin and ascend-check
+import it, `ascend-matrix` shows it.
 """
 
 from __future__ import annotations
@@ -52,11 +52,13 @@ Arch = Literal["aarch64", "x86_64"]
 # Models of the file
 
 
-class _Model(BaseModel):
+class MatrixModel(BaseModel):
+    """Base of the matrix's models and of what resolving and judging return: strict and immutable."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class OsEntry(_Model):
+class OsEntry(MatrixModel):
     """An operating system a node may run."""
 
     id: str = Field(description="short id used everywhere else, e.g. centos7.6, ubuntu22.04")
@@ -68,7 +70,7 @@ class OsEntry(_Model):
     source: str
 
 
-class Product(_Model):
+class Product(MatrixModel):
     """An NPU product line and its package-name templates."""
 
     id: str
@@ -82,12 +84,12 @@ class Product(_Model):
     source: str
 
 
-class HdkPackage(_Model):
+class HdkPackage(MatrixModel):
     driver: Version
     firmware: Version
 
 
-class HdkRelease(_Model):
+class HdkRelease(MatrixModel):
     """One Ascend HDK bundle: the driver and firmware each product gets from it."""
 
     id: Version
@@ -96,7 +98,7 @@ class HdkRelease(_Model):
     note: str | None = None
 
 
-class Layout(_Model):
+class Layout(MatrixModel):
     """Where a CANN generation installs and how its packages are split."""
 
     id: str
@@ -111,12 +113,12 @@ class Layout(_Model):
     source: str
 
 
-class CannHdk(_Model):
+class CannHdk(MatrixModel):
     recommended: dict[str, Version] = Field(description="product id -> hdk id")
     compatible: list[Version] = Field(description="driver version prefixes the release notes accept")
 
 
-class CannRelease(_Model):
+class CannRelease(MatrixModel):
     version: Version
     layout: str
     os: list[str] = Field(description="OS ids the CANN install guide lists")
@@ -127,7 +129,7 @@ class CannRelease(_Model):
     sources: list[str]
 
 
-class StackRow(_Model):
+class StackRow(MatrixModel):
     """One torch_npu release of the COMPATIBILITY table."""
 
     id: str
@@ -145,7 +147,7 @@ class StackRow(_Model):
         return MANYLINUX_GLIBC[self.manylinux]
 
 
-class Matrix(_Model):
+class Matrix(MatrixModel):
     """The whole file. Cross-references are checked by `check_matrix` after parsing."""
 
     schema_version: Literal[1]
@@ -377,7 +379,7 @@ def os_id_for(distribution: str, version: str, matrix: Matrix | None = None) -> 
 # Resolver
 
 
-class ResolvedLayout(_Model):
+class ResolvedLayout(MatrixModel):
     name: str
     install_root: str
     home: str
@@ -387,7 +389,7 @@ class ResolvedLayout(_Model):
     nnae: bool
 
 
-class ResolvedPackages(_Model):
+class ResolvedPackages(MatrixModel):
     """File names of the .run packages for one arch (None: this stack has no such package)."""
 
     driver: str
@@ -397,7 +399,7 @@ class ResolvedPackages(_Model):
     nnal: str | None
 
 
-class ResolvedStack(_Model):
+class ResolvedStack(MatrixModel):
     """Everything a node needs, decided: what Ansible installs and what ascend-check expects."""
 
     id: str
@@ -424,7 +426,7 @@ class ResolvedStack(_Model):
 _PIN_NAMES = ("cann", "torch", "torch_npu", "driver", "product", "os", "arch", "python")
 
 
-def _norm_pins(m: Matrix, pins: dict[str, str | None]) -> dict[str, str]:
+def normalized_pins(m: Matrix, pins: dict[str, str | None]) -> dict[str, str]:
     """Check each given pin; raise MatrixError naming the bad one."""
     unknown = sorted(set(pins) - set(_PIN_NAMES))
     if unknown:
@@ -461,7 +463,7 @@ def _stack_order(s: StackRow) -> tuple:
     return (version_key(s.cann), s.recommended, version_key(s.torch))
 
 
-def _bundle_for_driver(m: Matrix, product: str, driver: str) -> HdkRelease | None:
+def hdk_bundle_for_driver(m: Matrix, product: str, driver: str) -> HdkRelease | None:
     return next((h for h in m.hdk
                  if product in h.products and same_version(h.products[product].driver, driver)), None)
 
@@ -513,7 +515,7 @@ def resolve(matrix: Matrix | None = None, **pins: str | None) -> ResolvedStack:
     saying which pin eliminated the last candidates and what the nearest fitting stack is.
     """
     m = matrix or load_matrix()
-    p = _norm_pins(m, pins)
+    p = normalized_pins(m, pins)
     product_id = p.get("product", DEFAULT_PRODUCT).lower()
     os_e = m.os_entry(p["os"]) if "os" in p else None
     arch = p.get("arch") or DEFAULT_ARCH
@@ -549,7 +551,7 @@ def _pick_python(m: Matrix, stack: StackRow, pins: dict[str, str], os_e: OsEntry
         return pins["python"]
     if os_e is not None and os_e.python3 in usable:
         return os_e.python3  # nothing extra to install
-    return _nnal_or_newest(usable)
+    return preferred_python(usable)
 
 
 def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str, os_e: OsEntry | None,
@@ -559,7 +561,7 @@ def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str,
     layout = m.layout(cann.layout)
     warnings: list[str] = []
     if "driver" in pins:
-        hdk = _bundle_for_driver(m, product_id, pins["driver"])
+        hdk = hdk_bundle_for_driver(m, product_id, pins["driver"])
         driver = pins["driver"]
         firmware = hdk.products[product_id].firmware if hdk else None
         if hdk is None:
@@ -606,138 +608,6 @@ def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str,
         warnings=warnings)
 
 
-# ---------------------------------------------------------------------------------------------------
-# Judge
-
-
-class Finding(_Model):
-    """One installed component that is off, and what it should be."""
-
-    component: str
-    installed: str
-    expected: str | None
-    reason: str
-
-
-class Judgement(_Model):
-    valid: bool
-    stack: str | None = Field(description="the matrix row the installed set matches, if any")
-    findings: list[Finding]
-    unverified: list[str] = Field(description="facts the matrix has no record to check against")
-
-
-_INSTALLED_KEYS = ("driver", "firmware", "cann", "torch", "torch_npu", "product", "os", "python", "arch")
-
-
-def judge(installed: dict[str, str | None], matrix: Matrix | None = None) -> Judgement:
-    """Judge an installed set (any of driver, firmware, cann, torch, torch_npu, product, os, python, arch).
-
-    Valid when every given component agrees with the matrix; otherwise each finding names the
-    component, what is installed and what it should be.
-    """
-    m = matrix or load_matrix()
-    unknown = sorted(set(installed) - set(_INSTALLED_KEYS))
-    if unknown:
-        raise MatrixError(f"unknown component(s): {', '.join(unknown)}",
-                          hint=f"components are: {', '.join(_INSTALLED_KEYS)}")
-    pins = {k: v for k, v in installed.items() if k not in ("firmware", "cann")}
-    got = _norm_pins(m, pins)
-    for key in ("firmware", "cann"):
-        value = installed.get(key)
-        if value is not None and str(value).strip():
-            try:
-                version_key(str(value))
-            except ValueError as exc:
-                raise MatrixError(f"{key}: {exc}", hint="versions look like 7.3.0.1.231 or 8.2.RC1") from None
-            got[key] = str(value).strip()
-    product_id = got.get("product", DEFAULT_PRODUCT).lower()
-    findings: list[Finding] = []
-    unverified: list[str] = []
-
-    def off(component: str, expected: str | None, reason: str) -> None:
-        findings.append(Finding(component=component, installed=got[component], expected=expected,
-                                reason=reason))
-
-    cann = m.cann_release(got["cann"]) if "cann" in got else None
-    if "cann" in got and cann is None:
-        newest = max(m.cann, key=lambda c: version_key(c.version)).version
-        off("cann", newest, f"CANN {got['cann']} is not in the matrix (known: "
-            f"{', '.join(c.version for c in m.cann)})")
-
-    torch, npu = got.get("torch"), got.get("torch_npu")
-    if torch and npu and base_version(npu) != base_version(torch):
-        off("torch_npu", _npu_for(m, cann, torch), f"torch_npu {npu} is built for torch {base_version(npu)}, "
-            f"but torch {torch} is installed")
-
-    stack = None
-    if cann is not None:
-        rows = m.stacks_for(cann.version)
-        if npu:
-            stack = next((s for s in rows if same_version(s.torch_npu, npu)), None)
-            if stack is None and not any(f.component == "torch_npu" for f in findings):
-                want = _npu_for(m, cann, torch or base_version(npu))
-                if want is not None:
-                    off("torch_npu", want, f"torch_npu {npu} is not a release for CANN {cann.version}; "
-                        f"with torch {base_version(npu)} it should be {want}")
-                else:
-                    rec = _recommended(m, cann.version)
-                    off("torch_npu", rec.torch_npu, f"CANN {cann.version} has no torch_npu for torch "
-                        f"{base_version(npu)}; its releases are {', '.join(s.torch_npu for s in rows)}")
-        if torch and not any(same_version(s.torch, base_version(torch)) for s in rows):
-            rec = _recommended(m, cann.version)
-            off("torch", rec.torch, f"CANN {cann.version} supports torch {', '.join(s.torch for s in rows)}, "
-                f"not {torch}")
-        if "driver" in got and not any(version_has_prefix(got["driver"], p) for p in cann.hdk.compatible):
-            rec_id = cann.hdk.recommended.get(product_id)
-            rec = m.hdk_release(rec_id) if rec_id else None
-            off("driver", rec.products[product_id].driver if rec else None,
-                f"driver {got['driver']} is not in CANN {cann.version}'s HDK list "
-                f"({', '.join(cann.hdk.compatible)})")
-    if "firmware" in got:
-        _judge_firmware(m, got, product_id, off, unverified)
-
-    if stack is not None:
-        if "python" in got and got["python"] not in stack.python:
-            off("python", _nnal_or_newest(stack.python), f"{stack.id} wheels support Python "
-                f"{', '.join(stack.python)}, not {got['python']}")
-        if "os" in got:
-            os_e = m.os_entry(got["os"])
-            if version_key(stack.glibc) > version_key(os_e.glibc):
-                off("os", None, f"torch {stack.torch}/torch_npu {stack.torch_npu} wheels are "
-                    f"{stack.manylinux} and need glibc {stack.glibc}, but {os_e.id} has {os_e.glibc}")
-    return Judgement(valid=not findings, stack=stack.id if stack and not findings else None,
-                     findings=findings, unverified=unverified)
-
-
-def _judge_firmware(m: Matrix, got: dict[str, str], product_id: str, off: Any, unverified: list[str]) -> None:
-    if "driver" not in got:
-        unverified.append("firmware: no driver given to pair it with")
-        return
-    bundle = _bundle_for_driver(m, product_id, got["driver"])
-    if bundle is None:
-        unverified.append(f"firmware: no recorded HDK bundle has {product_id} driver {got['driver']}")
-        return
-    want = bundle.products[product_id].firmware
-    have = got["firmware"]
-    if same_version(have, want):
-        return
-    age = "older" if version_key(have) < version_key(want) else "newer"
-    off("firmware", want, f"firmware {have} is {age} than {want}, which HDK {bundle.id} pairs with "
-        f"{product_id} driver {got['driver']} (firmware is per product and per driver)")
-
-
-def _recommended(m: Matrix, cann: str) -> StackRow:
-    rows = m.stacks_for(cann)
-    return next((s for s in rows if s.recommended), max(rows, key=lambda s: version_key(s.torch)))
-
-
-def _npu_for(m: Matrix, cann: CannRelease | None, torch: str | None) -> str | None:
-    """The torch_npu release that pairs with `torch` under `cann` (None if that CANN has none)."""
-    if cann is None or torch is None:
-        return None
-    row = next((s for s in m.stacks_for(cann.version) if same_version(s.torch, base_version(torch))), None)
-    return row.torch_npu if row else None
-
-
-def _nnal_or_newest(pythons: list[str]) -> str:
+def preferred_python(pythons: list[str]) -> str:
+    """Of the Pythons a stack's wheels support, the one to install: an NNAL one, else the newest."""
     return next((v for v in NNAL_PYTHONS if v in pythons), max(pythons, key=version_key))

@@ -75,7 +75,7 @@ def test_installed(host):
     disruptive=True,
 )
 def test_stack(host):
-    from ascend_ready.provision.matrix import judge
+    from ascend_ready.provision.judge import judge
 
     stack, lines = installed_stack(host)
     evidence(lines)

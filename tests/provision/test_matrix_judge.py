@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from ascend_ready.provision.matrix import judge, load_matrix
+from ascend_ready.provision.judge import judge
+from ascend_ready.provision.matrix import load_matrix
 
 from ascend_ready.errors import MatrixError
 
