@@ -10,7 +10,6 @@ Usage (root): .venv/bin/python bench/provision_site.py [--nodes 8] [--json out.j
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -19,6 +18,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from ascend_ready.sim.harness import fleet as fleet_harness
 
 REPO = Path(__file__).resolve().parents[1]
 PLAYBOOKS = REPO / "playbooks"
@@ -31,11 +32,7 @@ TARGET_S = 25.0
 
 
 def _fleet_helper():
-    path = PLAYBOOKS / "simulator" / "fleet.py"
-    spec = importlib.util.spec_from_file_location("ascend_playbooks_fleet", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return fleet_harness
 
 
 def _node_cpu_s(run_dir: Path) -> float:
@@ -93,9 +90,8 @@ def main() -> None:
     sim.down()
     try:
         c = sim.up(args.nodes)
-        builder = PLAYBOOKS / "simulator" / "build_packages.py"
-        subprocess.run([sys.executable, str(builder), str(work / "packages"), "--stack", STACK], check=True,
-                       capture_output=True)
+        subprocess.run([sys.executable, "-m", "ascend_ready.sim.harness.build_packages",
+                        str(work / "packages"), "--stack", STACK], check=True, capture_output=True)
         fleet.preinstall_net_tools(c.run_dir)
         inventory = fleet.write_inventory(c.run_dir, work / "inventory", work / "packages", STACK)
         first = _play(inventory, c.run_dir)

@@ -16,11 +16,12 @@ import time
 from pathlib import Path
 
 import torch
+from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback
+
 from ascend_ready.training import grpo, ppo
 from ascend_ready.training.config import load_config
 from ascend_ready.training.devices import setup_runtime
-from transformers import TrainerCallback
-from transformers.trainer_callback import PrinterCallback
 
 
 class StepClock(TrainerCallback):

@@ -186,9 +186,10 @@ def _options(p: dict):
 
 def _collect_with_progress(targets, options, specs):
     """Fan out with a live progress line on stderr (only when stderr is a terminal)."""
-    from ascend_ready.checks.preflight import collect_snapshot
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ascend_ready.checks.preflight import collect_snapshot
 
     console = Console(stderr=True)
     if not console.is_terminal:

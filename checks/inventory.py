@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ascend_ready.checks.transport import Target, _endpoint
 
+from ascend_ready.checks.transport import Target, _endpoint
 from ascend_ready.errors import ConfigError
 
 __all__ = ["expand_range", "limit_targets", "load_inventory", "parse_hosts"]

@@ -10,14 +10,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ascend_ready import __version__
 from ascend_ready.checks.catalog import plan
 from ascend_ready.checks.profile import DEFAULT_PROFILE, HardwareProfile, bundled_profiles, load_profile
 from ascend_ready.checks.registry import CheckSpec, select_checks
 from ascend_ready.checks.report import Report
 from ascend_ready.checks.snapshot import HostSnapshot, Snapshot
 from ascend_ready.checks.transport import FanoutOptions, Target, collect
-
-from ascend_ready import __version__
 from ascend_ready.errors import ConfigError
 
 __all__ = [

@@ -9,8 +9,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Literal
 
-from ascend_ready.checks.registry import Remediation
 from pydantic import BaseModel, ConfigDict, Field
+
+from ascend_ready.checks.registry import Remediation
 
 __all__ = [
     "REPORT_SCHEMA_VERSION",

@@ -15,7 +15,6 @@ from typing import Any
 from ascend_ready.checks.parsers import get_parser
 from ascend_ready.checks.profile import HardwareProfile
 from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult
-
 from ascend_ready.errors import AscendReadyError, ParseError
 
 __all__ = ["Host", "ProbeFailed"]

@@ -14,13 +14,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
 from ascend_ready.checks import registry
 from ascend_ready.checks.profile import HardwareProfile
 from ascend_ready.checks.registry import CheckSpec, CheckWarning
 from ascend_ready.checks.report import CheckResult, HostStatus, Report
 from ascend_ready.checks.resources import Host
 from ascend_ready.checks.snapshot import Snapshot
-
 from ascend_ready.errors import AscendReadyError, ConfigError
 
 __all__ = ["run_checks"]

@@ -3,7 +3,7 @@
 # a second run changes nothing. Called by `make demo` after `ascend-sim up`; needs root like the simulator.
 #   ASCEND_DEMO_STACK   matrix stack id to install (default cann-8.2.RC1-torch-2.5.1)
 #   ASCEND_SIM_RUN_DIR  the cluster (default /run/ascend-sim)
-#   ASCEND_DEMO_OS_PREREQS_REPO  an apt source line of a mirror the nodes reach (simulator/apt_mirror.py);
+#   ASCEND_DEMO_OS_PREREQS_REPO  an apt source line of a mirror the nodes reach (ascend_ready.sim.harness.apt_mirror);
 #                       without it os_prereqs is skipped (simulated nodes reach no distribution mirror)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -13,8 +13,8 @@ WORK=$RUN_DIR/provision
 STACK=${ASCEND_DEMO_STACK:-cann-8.2.RC1-torch-2.5.1}
 
 echo "== building the simulated package source for $STACK (fake .run installers, wheels, SHA256SUMS)"
-"$BIN/python" simulator/build_packages.py "$WORK/packages" --stack "$STACK" >/dev/null
-INVENTORY=$("$BIN/python" simulator/fleet.py "$WORK/inventory" --packages "$WORK/packages" --stack "$STACK" \
+"$BIN/python" -m ascend_ready.sim.harness.build_packages "$WORK/packages" --stack "$STACK" >/dev/null
+INVENTORY=$("$BIN/python" -m ascend_ready.sim.harness.fleet "$WORK/inventory" --packages "$WORK/packages" --stack "$STACK" \
   --run-dir "$RUN_DIR")
 
 echo "$INVENTORY" > "$WORK/inventory.path"

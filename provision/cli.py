@@ -13,6 +13,10 @@ import sys
 from typing import Any
 
 import click
+from rich.console import Console
+from rich.table import Table
+
+from ascend_ready.errors import AscendReadyError, ConfigError, MatrixError
 from ascend_ready.provision.judge import Judgement, judge
 from ascend_ready.provision.matrix import (
     ARCHES,
@@ -23,10 +27,6 @@ from ascend_ready.provision.matrix import (
     resolve,
     version_key,
 )
-from rich.console import Console
-from rich.table import Table
-
-from ascend_ready.errors import AscendReadyError, ConfigError, MatrixError
 
 FORMATS = click.Choice(["table", "json"])
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
+from ascend_ready.errors import MatrixError
 from ascend_ready.provision.matrix import (
     DEFAULT_PRODUCT,
     CannRelease,
@@ -19,9 +22,6 @@ from ascend_ready.provision.matrix import (
     preferred_python,
 )
 from ascend_ready.provision.versions import base_version, same_version, version_has_prefix, version_key
-from pydantic import Field
-
-from ascend_ready.errors import MatrixError
 
 
 class Finding(MatrixModel):

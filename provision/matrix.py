@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from ascend_ready.errors import MatrixError
 from ascend_ready.provision.versions import (
     base_version,
     python_minor,
@@ -19,9 +22,6 @@ from ascend_ready.provision.versions import (
     version_has_prefix,
     version_key,
 )
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
-
-from ascend_ready.errors import MatrixError
 
 MATRIX_PATH = Path(__file__).with_name("matrix.yml")
 ARCHES = ("aarch64", "x86_64")

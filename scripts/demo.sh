@@ -34,7 +34,7 @@ echo "-- node01 before provisioning: the hardware is there, the vendor tools are
 
 step "2/5 provision with playbooks/site.yml"
 echo "-- a local apt mirror for os_prereqs (make, dkms, gcc, kernel headers, pciutils, net-tools)"
-"$BIN/python" playbooks/simulator/apt_mirror.py "$ASCEND_SIM_RUN_DIR/apt-mirror" >/dev/null
+"$BIN/python" -m ascend_ready.sim.harness.apt_mirror "$ASCEND_SIM_RUN_DIR/apt-mirror" >/dev/null
 "$BIN/python" -m http.server "$MIRROR_PORT" --bind "$HOST_IP" --directory "$ASCEND_SIM_RUN_DIR/apt-mirror" \
   >/dev/null 2>&1 &
 mirror_pid=$!

@@ -14,12 +14,12 @@ import warnings
 from pathlib import Path
 
 import click
+
+from ascend_ready.errors import AscendReadyError, ConfigError
 from ascend_ready.training import launch as launch_mod
 from ascend_ready.training.config import TrainConfig, dump_config, load_config
 from ascend_ready.training.metrics import METRICS_FILE, PLOT_FILE, TB_DIR
 from ascend_ready.training.preflight import gate
-
-from ascend_ready.errors import AscendReadyError, ConfigError
 
 ALGOS = ("grpo", "ppo", "sft", "rm")
 RESOLVED_CONFIG = "config.yaml"

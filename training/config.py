@@ -157,6 +157,10 @@ class PPOSettings(_Section):
 
     kl_coef: float = Field(0.05, ge=0.0)
     """Per-token KL penalty to the frozen reference, subtracted from the reward."""
+    kl_estimator: Literal["k1", "k3"] = "k1"
+    """Per-token estimate of KL(policy || reference) behind that penalty and the `kl` metric, with
+    r = pi_ref / pi (Schulman, "Approximating KL divergence"; TRL's `kl_estimator`): `k1` = -log r, unbiased
+    but negative on some tokens; `k3` = (r - 1) - log r, unbiased, never negative, lower variance."""
     gamma: float = Field(1.0, ge=0.0, le=1.0)
     """Discount."""
     lam: float = Field(0.95, ge=0.0, le=1.0)

@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ascend_ready.training.config import DataConfig
-
 from ascend_ready.errors import ConfigError
+from ascend_ready.training.config import DataConfig
 
 GSM8K_ANSWER = re.compile(r"####\s*(-?[\d,]*\.?\d+)\s*$")
 

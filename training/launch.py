@@ -8,9 +8,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ascend_ready.training.config import LaunchConfig
-
 from ascend_ready.errors import ConfigError
+from ascend_ready.training.config import LaunchConfig
 
 # Set by the launcher for its workers: the gate already ran (or was skipped loudly) for this job.
 WORKER_ENV = "ASCEND_TRAIN_WORKER"

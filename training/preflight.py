@@ -1,29 +1,44 @@
 """The preflight gate: training starts only after `ascend-check` passes on the nodes it will use.
 
-It runs the ascend-check CLI as a subprocess (exit 0 = pass) and summarises the failed checks from its JSON.
+It runs the ascend-check CLI as a subprocess (exit 0 = pass) and reads its JSON report, the `Report` model.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from ascend_ready.errors import ConfigError, TrainingError
+from pydantic import ValidationError
+
+from ascend_ready.checks.report import Report
+from ascend_ready.errors import ConfigError, ParseError, TrainingError
 
 SKIP_BANNER = (
     "=" * 78 + "\nWARNING: PREFLIGHT SKIPPED (--skip-preflight). The nodes were NOT validated;\n"
     "driver, HCCL or NPU faults will surface as hangs or crashes mid-run.\n" + "=" * 78
 )
 HINT = "fix the failures or pass --skip-preflight"
+#: ascend-check's exit codes (checks/cli.py); on 2 it prints its error on stderr and no report on stdout
+KINDS = {
+    0: "exit 0 but no readable report",
+    1: "checks failed",
+    2: "usage or configuration error",
+    3: "hosts unreachable",
+}
+USAGE_ERROR = 2
+MAX_LISTED = 15
+REPORT = "the ascend-check report"
 
 
 @dataclass
 class PreflightResult:
     exit_code: int
-    failed: list[str] = field(default_factory=list)
+    report: Report | None
+    """What ascend-check printed on stdout; None on a usage error or when it could not be read."""
+    unreadable: str = ""
+    """Why a report that should be there could not be read (empty when it was, or on a usage error)."""
     stderr: str = ""
 
 
@@ -42,30 +57,27 @@ def check_command(command: str | None, hosts: list[str], inventory: str | None) 
     return [*cmd, "--format", "json"]
 
 
-NOT_FAILURES = {"pass", "passed", "ok", "skip", "skipped", "warn", "warning", "info"}
-MAX_LISTED = 15
-
-
-def failed_checks(stdout: str) -> list[str]:
-    """`host: id: status: message` for every failed or errored check of an ascend-check JSON report.
-
-    Tolerant by design: the checks may sit under "results" (ascend-check's report) or "checks", the id under
-    "check_id" or "id"; anything that is not JSON yields no lines (the caller then shows stderr instead)."""
+def read_report(stdout: str) -> Report:
+    """The report `ascend-check --format json` prints; ParseError naming the first field that is not."""
+    if not stdout.strip():
+        raise ParseError(REPORT, "nothing on stdout")
     try:
-        report = json.loads(stdout)
-    except (json.JSONDecodeError, ValueError):
-        return []
-    if not isinstance(report, dict):
-        return []
-    checks = report.get("results", report.get("checks"))
-    out = []
-    for c in checks if isinstance(checks, list) else []:
-        if not isinstance(c, dict) or str(c.get("status", "")).lower() in NOT_FAILURES:
-            continue
-        check_id = c.get("check_id", c.get("id", "?"))
-        out.append(
-            f"{c.get('host', '?')}: {check_id}: {c.get('status', '?')}: {c.get('message', '')}".rstrip()
-        )
+        return Report.model_validate_json(stdout)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "top level"
+        raise ParseError(REPORT, f"{where}: {first['msg']} ({exc.error_count()} error(s))") from None
+
+
+def failed_checks(report: Report) -> list[str]:
+    """`host: unreachable: why` for each host ascend-check could not reach, then `host: id: status: message`
+    for each failed or errored check; at most MAX_LISTED lines and a count of the rest."""
+    out = [f"{h.name}: unreachable: {h.error or 'no reason given'}" for h in report.unreachable]
+    out += [
+        f"{r.host}: {r.check_id}: {r.status}: {r.message}".rstrip()
+        for r in report.results
+        if r.status in ("fail", "error")
+    ]
     if len(out) > MAX_LISTED:
         out = [*out[:MAX_LISTED], f"... and {len(out) - MAX_LISTED} more (run ascend-check to see them all)"]
     return out
@@ -84,7 +96,12 @@ def run_preflight(
         ) from exc
     except subprocess.TimeoutExpired as exc:
         raise TrainingError(f"preflight did not finish within {timeout_s} s", hint=HINT) from exc
-    return PreflightResult(proc.returncode, failed_checks(proc.stdout), proc.stderr)
+    if proc.returncode == USAGE_ERROR:
+        return PreflightResult(proc.returncode, None, stderr=proc.stderr)
+    try:
+        return PreflightResult(proc.returncode, read_report(proc.stdout), stderr=proc.stderr)
+    except ParseError as exc:
+        return PreflightResult(proc.returncode, None, unreadable=exc.message, stderr=proc.stderr)
 
 
 def gate(
@@ -102,12 +119,14 @@ def gate(
     where = f"inventory {inventory}" if inventory else (", ".join(hosts) if hosts else "the local node")
     log(f"preflight: ascend-check on {where}")
     result = run_preflight(command, hosts, inventory, timeout_s)
-    if result.exit_code == 0:
+    if result.exit_code == 0 and result.report is not None:
         log("preflight: passed")
         return
-    kind = {1: "checks failed", 2: "usage or configuration error", 3: "hosts unreachable"}.get(
-        result.exit_code, f"exit code {result.exit_code}"
-    )
-    lines = result.failed or [ln for ln in result.stderr.strip().splitlines()[-5:] if ln.strip()]
+    # An exit 0 without a readable report is no pass: the gate would be passing what it did not read.
+    kind = KINDS.get(result.exit_code, f"exit code {result.exit_code}")
+    lines = failed_checks(result.report) if result.report is not None else []
+    if not lines:
+        lines += [result.unreadable] if result.unreadable else []
+        lines += [ln for ln in result.stderr.strip().splitlines()[-5:] if ln.strip()]
     detail = "".join(f"\n  - {ln}" for ln in lines)
     raise TrainingError(f"preflight failed ({kind}); refusing to train{detail}", hint=HINT)

@@ -7,9 +7,8 @@ import importlib
 import re
 from collections.abc import Callable, Sequence
 
-from ascend_ready.training.config import TrainConfig
-
 from ascend_ready.errors import ConfigError
+from ascend_ready.training.config import TrainConfig
 
 RewardFn = Callable[..., list[float]]
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")

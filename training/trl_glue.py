@@ -7,12 +7,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.training.checkpoint import commit_checkpoint, latest_checkpoint, read_marker
 from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.devices import OOM_HINT, Runtime, is_oom, require
 from ascend_ready.training.metrics import PLOT_FILE, MetricsLogger, finite, plot_metrics
-
-from ascend_ready.errors import ConfigError, TrainingError
 
 CHECKPOINT_DIR = "checkpoints"
 FINAL_DIR = "final"

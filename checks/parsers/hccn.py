@@ -1,5 +1,5 @@
 """Parsers of `hccn_tool -i N ... -g` outputs: link, net_health, ip, gateway, netdetect, lldp, tls,
-optical, link_stat, fec, stat and ping, one device's output each.
+optical, link_stat, fec, stat, status, hw_stats, route and ping, one device's output each.
 
 An output may be preceded by its command echo (`$ hccn_tool -i 3 -ping -g ...`, as collection scripts
 and pastes print it). Kind hccn-collection reads several echoed commands at once (`for i in 0..7`
@@ -11,23 +11,28 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from pydantic import SerializeAsAny
+
 from ascend_ready.checks.parsers._common import (
     PROMPT_PREFIX,
     content,
+    is_preamble,
     key_values,
     opt_float,
     text_lines,
     to_float,
+    to_host_ip,
     to_int,
     to_ip,
+    to_netmask,
 )
 from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, numbered_lines, parser
-from pydantic import SerializeAsAny
-
 from ascend_ready.errors import ParseError
 
-#: `hccn_tool -i 3 -ip -g` echo, with or without a prompt or a path (`/usr/local/.../hccn_tool`)
-_ECHO_RE = re.compile(rf"^(?:{PROMPT_PREFIX}\s*)?\S*hccn_tool\s+-i\s+(?P<dev>\d+)\s+(?P<args>.*)$")
+#: `hccn_tool -i 3 -ip -g` echo, with or without a prompt, a `set -x` trace mark (`+ `), sudo or a path
+#: (`/usr/local/.../hccn_tool`)
+_ECHO_RE = re.compile(rf"^(?:\++\s+)?(?:{PROMPT_PREFIX}\s*)?(?:sudo\s+)?\S*hccn_tool\s+-i\s+(?P<dev>\d+)"
+                      r"\s+(?P<args>.*)$")
 
 
 #: hccn_tool's own error lines, with what the user should do about them
@@ -57,6 +62,8 @@ def _body(kind: str, text: str) -> tuple[int | None, list[Line]]:
                 raise fail(kind, "a second hccn_tool command in one output", line,
                            hint="parse a collection of commands with kind hccn-collection")
             device = int(match["dev"])
+            continue
+        if not body and is_preamble(line):  # shell noise above the echo/output: `export ...`, `+ ...`
             continue
         body.append(line)
     if next(content(body), None) is None:
@@ -119,7 +126,8 @@ def parse_per_device(kind: str, text: str) -> dict[int, ParsedModel]:
 _OPTION_KINDS = {"-ip": "hccn-ip", "-link": "hccn-link", "-net_health": "hccn-net-health",
                  "-gateway": "hccn-gateway", "-netdetect": "hccn-netdetect",
                  "-link_stat": "hccn-link-stat", "-stat": "hccn-stat", "-optical": "hccn-optical",
-                 "-fec": "hccn-fec", "-tls": "hccn-tls", "-lldp": "hccn-lldp", "-ping": "hccn-ping"}
+                 "-fec": "hccn-fec", "-tls": "hccn-tls", "-lldp": "hccn-lldp", "-ping": "hccn-ping",
+                 "-status": "hccn-status", "-hw_stats": "hccn-hw-stats", "-route": "hccn-route"}
 
 
 class CollectionEntry(ParsedModel):
@@ -221,7 +229,7 @@ def parse_hccn_gateway(text: str) -> HccnGateway:
     device, lines = _body(kind, text)
     match, line = _one_line(kind, lines, re.compile(r"^default gateway:\s*(\S*?),?\s*(?:Iface:\s*(\S+))?$"),
                             "default gateway:<ip>, Iface:eth<N>")
-    gateway = to_ip(kind, match[1], line, what="gateway") if match[1] else None
+    gateway = to_host_ip(kind, match[1], line, what="gateway") if match[1] else None
     return HccnGateway(device_id=device, gateway=gateway, interface=match[2])
 
 
@@ -240,7 +248,7 @@ def parse_hccn_netdetect(text: str) -> HccnNetdetect:
     match, line = _one_line(kind, lines, re.compile(r"^netdetect addr(?:ess)?:\s*(\S*)$"),
                             "netdetect address: <ip>")
     return HccnNetdetect(device_id=device,
-                         address=to_ip(kind, match[1], line, what="netdetect address") if match[1] else None)
+                         address=to_host_ip(kind, match[1], line, what="netdetect address") if match[1] else None)
 
 
 class HccnFec(ParsedModel):
@@ -309,7 +317,10 @@ def parse_hccn_tls(text: str) -> HccnTls:
 # -- ip ------------------------------------------------------------------------------------------------
 
 class HccnIp(ParsedModel):
-    """`hccn_tool -i N -ip -g`; address/netmask None when no IP was configured (a valid answer)."""
+    """`hccn_tool -i N -ip -g`; address/netmask None when no IP was configured (a valid answer).
+
+    The address is a usable host address of its subnet and the netmask a contiguous mask: swapped values
+    (`ipaddr:255.255.255.0`, `netmask:192.168.1.10`) are a ParseError, not a configuration."""
 
     device_id: int | None
     address: str | None
@@ -323,16 +334,19 @@ def parse_hccn_ip(text: str) -> HccnIp:
     rows = list(content(lines))
     if len(rows) == 1 and re.match(r"^Get ipconf failed, because no ip was preset there!?$", rows[0].strip()):
         return HccnIp(device_id=device, address=None, netmask=None)
-    values: dict[str, str] = {}
+    values: dict[str, tuple[str, Line]] = {}
     for key, value, line in key_values(kind, rows, ":"):
         if key not in ("ipaddr", "netmask"):
             raise fail(kind, f"unexpected key {key!r} (expected ipaddr:/netmask:)", line)
         if key in values:
             raise fail(kind, f"{key} printed twice", line)
-        values[key] = to_ip(kind, value, line, what=key)
+        values[key] = (value, line)
     if set(values) != {"ipaddr", "netmask"}:
         raise fail(kind, "expected both 'ipaddr:' and 'netmask:' lines", rows[-1])
-    return HccnIp(device_id=device, address=values["ipaddr"], netmask=values["netmask"])
+    to_host_ip(kind, *values["ipaddr"], what="ipaddr")  # the address slot first: it names a swap best
+    netmask = to_netmask(kind, *values["netmask"])
+    address = to_host_ip(kind, *values["ipaddr"], what="ipaddr", netmask=netmask)
+    return HccnIp(device_id=device, address=address, netmask=netmask)
 
 
 # -- stat ----------------------------------------------------------------------------------------------
@@ -370,6 +384,7 @@ class HccnLinkStat(ParsedModel):
     """`hccn_tool -i N -link_stat -g`: link flap history (records newest first, as printed)."""
 
     device_id: int | None
+    #: as printed (asctime: `Wed Aug  2 03:09:26 2022`, two spaces before a one-digit day)
     current_time: str
     link_up_count: int
     link_down_count: int | None
@@ -396,14 +411,14 @@ def parse_hccn_link_stat(text: str) -> HccnLinkStat:
         rest = line[prefix.end():] if prefix else str(line)
         record = re.fullmatch(rf"\s+({_DATE})\s+LINK (UP|DOWN)\s*", rest)
         if record and in_records:
-            records.append(LinkEvent(time=re.sub(r" +", " ", record[1]), status=record[2]))
+            records.append(LinkEvent(time=record[1], status=record[2]))
             continue
         key, sep, value = rest.partition(":")
         key, value = key.strip(), value.strip()
         if not sep:
             raise fail(kind, "expected 'key : value' or a 'LINK UP|DOWN' record", line)
         if key == "current time" and re.fullmatch(_DATE, value):
-            current = re.sub(r" +", " ", value)
+            current = value
         elif key == "link up count":
             up = to_int(kind, value, line, what=key)
         elif key == "link down count":

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 
-from ascend_ready.checks.parsers._common import content, text_lines, to_int, to_ip
-from ascend_ready.checks.parsers.base import ParsedModel, fail, parser
 from pydantic import Field
+
+from ascend_ready.checks.parsers._common import content, text_lines, to_host_ip, to_int, to_netmask
+from ascend_ready.checks.parsers.base import ParsedModel, fail, parser
 
 _KEY_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*?)_(?P<dev>\d+)$")
 _IP_KEYS = ("address", "netmask", "gateway", "netdetect")
@@ -66,8 +67,10 @@ def parse_hccn_conf(text: str) -> HccnConf:
             continue
         name, dev = match["name"], int(match["dev"])
         device = raw.setdefault(dev, {"extra": {}})
-        if name in _IP_KEYS:
-            device[name] = to_ip(kind, value, line, what=key)
+        if name == "netmask":
+            device[name] = to_netmask(kind, value, line, what=key)
+        elif name in _IP_KEYS:
+            device[name] = to_host_ip(kind, value, line, what=key)
         elif name == "send_arp_status":
             device[name] = to_int(kind, value, line, what=key)
         else:

@@ -11,8 +11,36 @@ from __future__ import annotations
 
 import re
 
-from ascend_ready.checks.parsers._common import content, text_lines, to_int
+from ascend_ready.checks.parsers._common import content, strip_preamble, text_lines, to_int
 from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, parser
+
+__all__ = ["ASCEND_NPU_DEVICE_IDS", "HUAWEI_VENDOR_ID", "PciDevice", "PciLink", "PciList", "PciVerbose",
+           "ascend_npu_model", "parse_lspci", "parse_lspci_vvv"]
+
+HUAWEI_VENDOR_ID = "19e5"
+
+#: PCI device id (vendor 19e5) -> the Ascend NPU it identifies. An NPU is known by its device id, never by
+#: its class: the Kunpeng 920's own HiSilicon engines are Huawei devices too, and the ZIP engine (a250, VF
+#: a251) sits in the same "Processing accelerators" class [1200] (SEC a255/a256 and HPRE a258/a259 are
+#: encryption devices [1000]). pci.ids names none of the NPUs (`lspci` prints `Device d802`); the ids are
+#: the ones Huawei's own CANN log-collection script greps for (PCIE_BDF_310 .. PCIE_BDF_910_93) and that
+#: the captures in tests/parsers/ show (d801 `lspci`, d802 `npu-smi info -t board`, d500 and d803 in
+#: deployment notes); see tests/parsers/real/INDEX.md.
+ASCEND_NPU_DEVICE_IDS: dict[str, str] = {
+    "d100": "Ascend 310",
+    "d500": "Ascend 310P",
+    "d801": "Ascend 910",
+    "d802": "Ascend 910B",
+    "d803": "Ascend 910_93 (A3)",
+}
+
+
+def ascend_npu_model(vendor_id: str | None, device_id: str | None) -> str | None:
+    """The Ascend NPU a PCI function is (`Ascend 910B`), or None for every other device (and when the
+    ids are unknown: an unidentified function is not counted as an NPU)."""
+    if vendor_id is None or device_id is None or vendor_id.lower() != HUAWEI_VENDOR_ID:
+        return None
+    return ASCEND_NPU_DEVICE_IDS.get(device_id.lower())
 
 _HEADER_RE = re.compile(
     r"^(?P<bdf>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+"
@@ -22,7 +50,7 @@ _HEADER_RE = re.compile(
     r"(?: \(rev (?P<rev>[0-9a-fA-F]{2})\))?"
     r"(?: \(prog-if [^)]*\))?\s*$")
 _DEVICE_WORD_RE = re.compile(r"\bDevice ([0-9a-fA-F]{4})$")
-_HUAWEI = "19e5"
+_HUAWEI = HUAWEI_VENDOR_ID
 
 
 class PciDevice(ParsedModel):
@@ -38,8 +66,10 @@ class PciDevice(ParsedModel):
     vendor_id: str | None
     device_id: str | None
     revision: str | None
-    #: Huawei (19e5) device in the Processing accelerators class: an Ascend NPU
+    #: an Ascend NPU: Huawei (19e5) with a device id of ASCEND_NPU_DEVICE_IDS (not every Huawei accelerator)
     is_ascend_npu: bool
+    #: which NPU (`Ascend 910B`), from the device id; None for other devices
+    npu_model: str | None = None
 
 
 def _bdf(raw: str) -> str:
@@ -59,10 +89,14 @@ def _device(kind: str, line: Line) -> PciDevice:
     if device is None and (word := _DEVICE_WORD_RE.search(desc)):
         device = word[1].lower()
     cls = match["cls"].strip()
+    model = ascend_npu_model(vendor, device)
     return PciDevice(bdf=_bdf(match["bdf"]), class_name=cls, class_id=match["cls_id"], description=desc,
                      vendor_id=vendor, device_id=device, revision=match["rev"],
-                     is_ascend_npu=vendor == _HUAWEI and (cls == "Processing accelerators"
-                                                          or (match["cls_id"] or "").startswith("12")))
+                     is_ascend_npu=model is not None, npu_model=model)
+
+
+#: `lspci | grep ZIP` typed without a prompt above the output (the KAE README's capture)
+_COMMANDS = ("lspci",)
 
 
 class PciList(ParsedModel):
@@ -79,7 +113,7 @@ class PciList(ParsedModel):
 def parse_lspci(text: str) -> PciList:
     kind = "lspci"
     devices = []
-    for line in content(text_lines(kind, text)):
+    for line in content(strip_preamble(text_lines(kind, text), _COMMANDS)):
         if line[:1].isspace():
             raise fail(kind, "indented line: this looks like `lspci -v` output (use kind lspci-vvv)", line)
         devices.append(_device(kind, line))
@@ -149,7 +183,7 @@ def _logical_lines(kind: str, text: str) -> list[Line]:
     """Physical lines with terminal hard-wraps joined back (see module docstring)."""
     out: list[Line] = []
     previous_width = 0
-    for line in content(text_lines(kind, text)):
+    for line in content(strip_preamble(text_lines(kind, text), _COMMANDS)):
         line = Line(line.rstrip(), line.no)
         # lspci indents with TABs (8 columns once expanded); a wrapped tail starts anywhere else
         wrapped = (out and previous_width >= _WRAP_WIDTH and not _HEADER_RE.match(line)

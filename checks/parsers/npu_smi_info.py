@@ -10,11 +10,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, numbered_lines, parser
 from pydantic import field_validator
 
+from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, numbered_lines, parser
 from ascend_ready.errors import ParseError
-from ascend_ready.sim.render.npu_smi_table import (
+from ascend_ready.npu_smi_layout import (
     COLUMNS,
     LAYOUTS,
     PROCESS_HEADERS,
@@ -77,7 +77,7 @@ class NpuSmiProcess(ParsedModel):
 class NpuSmiInfo(ParsedModel):
     """The whole `npu-smi info` output."""
 
-    layout: str  # an id of ascend_ready.sim.render.npu_smi_table.LAYOUTS
+    layout: str  # an id of ascend_ready.npu_smi_layout.LAYOUTS
     tool_version: str  # "npu-smi X" on the version row
     driver_version: str  # "Version: Y" on the version row (differs from X on old tools)
     npus: list[NpuSmiNpu]

@@ -17,9 +17,18 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ascend_ready.checks.parsers._common import NA_VALUES, is_prompt, opt_float, opt_int, text_lines, to_int
-from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, parser
 from pydantic import Field
+
+from ascend_ready.checks.parsers._common import (
+    NA_VALUES,
+    is_prompt,
+    opt_float,
+    opt_int,
+    strip_preamble,
+    text_lines,
+    to_int,
+)
+from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, parser
 
 _KV_RE = re.compile(r"^[\t ]*(?P<key>[^:]*?)[\t ]*:(?:[\t ]+(?P<value>.*?))?[\t ]*$")
 
@@ -37,6 +46,10 @@ _TOOL_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+#: a command line typed without a prompt above the output (`/usr/local/bin/npu-smi info -i 0 -t board`)
+_COMMANDS = ("npu-smi",)
+
+
 def _norm(key: str) -> str:
     return re.sub(r"\s+", "", key).lower()
 
@@ -48,7 +61,7 @@ def _sections(kind: str, text: str) -> list[list[Entry]]:
     """The key/value sections of an npu-smi view (see module docstring)."""
     sections: list[list[Entry]] = [[]]
     last: Entry | None = None
-    for line in text_lines(kind, text):
+    for line in strip_preamble(text_lines(kind, text), _COMMANDS):
         if not line.strip():
             if sections[-1]:
                 sections.append([])
@@ -341,9 +354,25 @@ def parse_npu_smi_board(text: str) -> NpuSmiBoard:
     section = sections[0]
     if _find(section, "NPU ID") is None:
         raise fail(kind, "no 'NPU ID' line: not `npu-smi info -t board` output", section[0][2])
-    if _find(section, "Firmware Version", "Software Version") is None:
-        raise fail(kind, "no 'Firmware Version' line: not `npu-smi info -t board` output", section[0][2])
+    required = _BOARD_CHIP_KEYS if _find(section, "Chip ID") is not None else _BOARD_CARD_KEYS
+    _require_keys(kind, section, required, "npu-smi info -t board")
     return NpuSmiBoard(fields=_fields(section), **_typed(kind, section, _BOARD_SPEC))
+
+
+#: Keys every board view prints (910A 23.0.5 and 910B 25.5.1 captures, and npu-smi's print_board_info):
+#: the card view (`-i N`) ends with `Chip Count`, the chip view (`-i N -c C`) with `Firmware Version`, so a
+#: capture cut after a few lines misses one of them.
+_BOARD_CARD_KEYS = ("NPU ID", "Software Version", "Firmware Version", "PCI Vendor ID", "PCI Device ID",
+                    "Chip Count")
+_BOARD_CHIP_KEYS = ("NPU ID", "Chip ID", "Chip Name", "Firmware Version")
+
+
+def _require_keys(kind: str, section: list[Entry], keys: tuple[str, ...], command: str) -> None:
+    """A ParseError naming the keys of `keys` the section lacks (a cut or partial capture)."""
+    missing = [key for key in keys if _find(section, key) is None]
+    if missing:
+        raise fail(kind, "missing " + ", ".join(repr(k) for k in missing) + " (output cut off?)",
+                   section[-1][2], hint=f"pass the whole output of `{command}`")
 
 
 # -- health ------------------------------------------------------------------------------------------
@@ -422,7 +451,8 @@ _M_COLUMNS = {
 def parse_npu_smi_m(text: str) -> NpuSmiMapping:
     """Parse `npu-smi info -m` output (4-column A2/910A layout and the 5-column A3 layout)."""
     kind = "npu-smi-m"
-    rows = [line for line in text_lines(kind, text) if line.strip() and not is_prompt(line)]
+    rows = [line for line in strip_preamble(text_lines(kind, text), _COMMANDS)
+            if line.strip() and not is_prompt(line)]
     if not rows:
         raise fail(kind, "no header line (only prompts)", hint="pass the `npu-smi info -m` output itself")
     header = rows[0]
@@ -450,9 +480,39 @@ def parse_npu_smi_m(text: str) -> NpuSmiMapping:
             chip_name=name, is_aux=is_aux))
         if not is_aux and chips[-1].logic_id is None:
             raise fail(kind, f"NPU chip {name!r} without a logic id", line)
+        if not is_aux and not _CHIP_NAME_RE.fullmatch(name):
+            raise fail(kind, f"unknown chip name {name!r} (line cut off?)", line)
     if not chips:
         raise fail(kind, "header without chip rows", header)
+    _check_mapping_complete(kind, chips, rows[1:])
     return NpuSmiMapping(columns=list(columns), chips=chips)
+
+
+#: NPU chip names as `npu-smi info -m` prints them: `<chip type> <chip name>` (`Ascend 910B3`, `Ascend 910A`,
+#: `Ascend 310P3`), the A3 name alone (`Ascend910`), or the 310's codename (`MiniD`).
+_CHIP_NAME_RE = re.compile(r"(?:Ascend ?)?\d{3}\w*|MiniD")
+
+
+def _check_mapping_complete(kind: str, chips: list[ChipMapping], lines: list[Line]) -> None:
+    """Fail when the list was cut: npu-smi prints every card the same way (its chips, then its MCU row),
+    so a card whose rows differ from the others' lost rows, and a last chip name that is the beginning
+    of another row's name was cut inside the line."""
+    cards: dict[int, list[tuple[ChipMapping, Line]]] = {}
+    for i, (chip, line) in enumerate(zip(chips, lines, strict=True)):
+        if chip.npu_id in cards and chips[i - 1].npu_id != chip.npu_id:
+            raise fail(kind, f"rows of NPU {chip.npu_id} are not together", line)
+        cards.setdefault(chip.npu_id, []).append((chip, line))
+    last, last_line = chips[-1], lines[-1]
+    if any(c.chip_name != last.chip_name and c.chip_name.startswith(last.chip_name) for c in chips):
+        raise fail(kind, f"chip name {last.chip_name!r} is cut off (the other rows print a longer name)",
+                   last_line)
+    shapes = {npu: [(c.chip_id, c.is_aux) for c, _l in rows] for npu, rows in cards.items()}
+    common = max(shapes.values(), key=lambda shape: sum(s == shape for s in shapes.values()))
+    for npu, shape in shapes.items():
+        if shape != common:
+            want = ", ".join(f"chip {c}" + (" (MCU)" if aux else "") for c, aux in common)
+            raise fail(kind, f"NPU {npu} lists {len(shape)} row(s) where every other NPU lists {want} "
+                             "(output cut off?)", cards[npu][-1][1])
 
 
 class CardListEntry(ParsedModel):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 
-from ascend_ready.checks.parsers._common import content, text_lines, to_int
-from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, parser
 from pydantic import Field
+
+from ascend_ready.checks.parsers._common import content, strip_preamble, text_lines, to_int
+from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, parser
+from ascend_ready.checks.parsers.lspci import HUAWEI_VENDOR_ID, ascend_npu_model
 
 _SPEED_RE = re.compile(r"^(?P<gts>\d+(?:\.\d+)?) GT/s(?: PCIe)?$")
 _HEX_RE = re.compile(r"^0x[0-9a-fA-F]{1,6}$")
@@ -65,11 +67,30 @@ class SysfsPciDevice(ParsedModel):
     #: AER counters by file then counter (`{"aer_dev_correctable": {"RxErr": 0, "TOTAL_ERR_COR": 0}}`)
     aer: dict[str, dict[str, int]] = Field(default_factory=dict)
 
+    @property
+    def npu_model(self) -> str | None:
+        """Which Ascend NPU this function is (lspci.ASCEND_NPU_DEVICE_IDS), by its device id; None for any
+        other device, the Kunpeng's own HiSilicon accelerators (class 12xx too) included. When `vendor`
+        was not read, a device id of the table in the processing-accelerator class (0x12xxxx) counts."""
+        vendor = self.vendor_id
+        if vendor is None and (self.class_id or "").startswith("12"):
+            vendor = HUAWEI_VENDOR_ID
+        return ascend_npu_model(vendor, self.device_id)
+
+    @property
+    def is_ascend_npu(self) -> bool:
+        return self.npu_model is not None
+
 
 class SysfsPci(ParsedModel):
     """Batch sysfs read (kind sysfs-link) keyed by BDF."""
 
     devices: dict[str, SysfsPciDevice]
+
+    @property
+    def ascend_npus(self) -> dict[str, SysfsPciDevice]:
+        """The Ascend NPU functions by BDF (identified by device id, see SysfsPciDevice.npu_model)."""
+        return {bdf: dev for bdf, dev in self.devices.items() if dev.is_ascend_npu}
 
 
 @parser("sysfs-link")
@@ -77,7 +98,7 @@ def parse_sysfs_link(text: str) -> SysfsPci:
     kind = "sysfs-link"
     raw: dict[str, dict] = {}
     seen: set[tuple[str, str]] = set()
-    for line in content(text_lines(kind, text)):
+    for line in content(strip_preamble(text_lines(kind, text), ("grep", "cat"))):
         match = _LINE_RE.match(line.strip())
         if not match:
             raise fail(kind, "expected '/sys/.../<bdf>/<attribute>:<value>' (grep -H output)", line)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from ascend_ready.checks.parsers._common import key_values, text_lines
+from ascend_ready.checks.parsers._common import key_values, strip_preamble, text_lines
 from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, parser
 
 _GROUP_RE = re.compile(r"\[([^\[\]]*)\]")
@@ -45,7 +45,7 @@ def _ranges(kind: str, value: str, line: Line) -> list[VersionRange]:
 
 
 def _pairs(kind: str, text: str, required: tuple[str, ...]) -> tuple[dict[str, str], dict[str, Line]]:
-    lines = text_lines(kind, text)
+    lines = strip_preamble(text_lines(kind, text), _COMMANDS)
     values: dict[str, str] = {}
     where: dict[str, Line] = {}
     for key, value, line in key_values(kind, lines, "="):
@@ -56,10 +56,16 @@ def _pairs(kind: str, text: str, required: tuple[str, ...]) -> tuple[dict[str, s
         values[key] = value
         where[key.lower()] = line
     lower = {k.lower(): k for k in values}
-    for key in required:
-        if key.lower() not in lower or not values[lower[key.lower()]]:
-            raise fail(kind, f"no '{key}=' line", hint="pass the whole file (`cat` it), not an excerpt")
+    missing = [key for key in required if key.lower() not in lower or not values[lower[key.lower()]]]
+    if missing:
+        last = max(where.values(), key=lambda line: line.no, default=None)
+        raise fail(kind, "missing " + ", ".join(f"'{key}='" for key in missing) + " (file cut off?)", last,
+                   hint="pass the whole file (`cat` it), not an excerpt")
     return values, where
+
+
+#: commands typed without a prompt above a file's content (`cat /usr/local/Ascend/driver/version.info`)
+_COMMANDS = ("cat", "more", "head", "tail")
 
 
 def _get(values: dict[str, str], key: str) -> str | None:
@@ -164,9 +170,14 @@ def _layout(path: str | None) -> tuple[str, str | None]:
     return "other", base
 
 
+#: Keys every CANN install-info file holds (8.0.T6 to 8.5.0 toolkit captures, the 8.5 vendor doc, the nnae
+#: file); the last three close the file, so a file cut after a few lines misses them.
+_CANN_KEYS = ("package_name", "version", "innerversion", "arch", "os", "path")
+
+
 def _cann_package(kind: str, package_prefix: str):
     def parse(text: str) -> CannPackageInfo:
-        values, where = _pairs(kind, text, ("package_name", "version"))
+        values, where = _pairs(kind, text, _CANN_KEYS)
         _not_other_file(kind, values, where, "compatible_version_fw", "compatible_version_drv")
         name = _get(values, "package_name") or ""
         if not name.startswith(package_prefix):

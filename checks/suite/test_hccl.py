@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+
 from ascend_ready.checks.registry import check, evidence
 from ascend_ready.checks.resources import same_subnet
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ascend_ready.checks.registry import check, evidence, warn
 
 _SEVERITY = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ascend_ready.checks.registry import check, evidence, warn
 
 _LINK_PROBES = ["sysfs-pci-link", "pci-topology", "lspci-vvv", "npu-smi-info"]

@@ -7,10 +7,11 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from ascend_ready.checks.cli import main
-from ascend_ready.checks.snapshot import HostSnapshot, Snapshot, load_snapshot, save_snapshot
 from checks_fakenode import fake_host
 from click.testing import CliRunner
+
+from ascend_ready.checks.cli import main
+from ascend_ready.checks.snapshot import HostSnapshot, Snapshot, load_snapshot, save_snapshot
 
 
 @pytest.fixture

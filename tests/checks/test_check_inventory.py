@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from ascend_ready.checks.inventory import expand_range, limit_targets, load_inventory, parse_hosts
 
+from ascend_ready.checks.inventory import expand_range, limit_targets, load_inventory, parse_hosts
 from ascend_ready.errors import ConfigError
 
-# What `ascend-sim inventory` prints (src/ascend_ready/sim/inventory.py); long lines folded for the linter.
+# What `ascend-sim inventory` prints (sim/inventory.py); long lines folded for the linter.
 SIM_INI = """# Ansible inventory of the simulated Ascend cluster (written by ascend-sim; do not edit)
 [ascend_nodes]
 node01 ansible_host=10.251.0.11 ascend_sim_profile=a2-ubuntu2204 ascend_sim_hardware=atlas-800t-a2 \

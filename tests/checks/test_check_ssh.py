@@ -4,11 +4,12 @@ default, trust on first use only when asked), ~/.ssh/config and ProxyJump, and t
 from __future__ import annotations
 
 import pytest
+from checks_sshd import FakeSshd
+from click.testing import CliRunner
+
 from ascend_ready.checks.cli import main
 from ascend_ready.checks.probes import Probe
 from ascend_ready.checks.transport import FanoutOptions, Target, collect_host
-from checks_sshd import FakeSshd
-from click.testing import CliRunner
 
 PROBES = [Probe("who", argv=("echo", "hello over ssh")), Probe("rc", shell="exit 4")]
 

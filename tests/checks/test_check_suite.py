@@ -4,11 +4,12 @@ including real captured samples; probe timeouts and parse errors are errors, nev
 from __future__ import annotations
 
 import pytest
+from checks_fakenode import fake_host
+
 from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.registry import all_checks, select_checks
 from ascend_ready.checks.runner import run_checks
 from ascend_ready.checks.snapshot import ProbeResult, Snapshot
-from checks_fakenode import fake_host
 
 
 def judge(host, profile="atlas-800t-a2", tier="full", select=()):

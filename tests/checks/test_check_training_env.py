@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from checks_fakenode import fake_host
+from click.testing import CliRunner
+
 from ascend_ready.checks.catalog import catalog
 from ascend_ready.checks.cli import main
 from ascend_ready.checks.inventory import load_inventory
@@ -17,9 +20,6 @@ from ascend_ready.checks.preflight import profiles_for, training_env
 from ascend_ready.checks.probes import build_script
 from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.snapshot import Snapshot, load_snapshot, save_snapshot
-from checks_fakenode import fake_host
-from click.testing import CliRunner
-
 from ascend_ready.errors import ConfigError
 
 STACK = "cann-8.2.RC1-torch-2.5.1"

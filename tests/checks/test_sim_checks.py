@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from ascend_ready.checks.inventory import limit_targets, load_inventory
 from ascend_ready.checks.preflight import PreflightOptions, preflight
 from ascend_ready.checks.probes import FOREACH
@@ -48,7 +49,6 @@ def sh(cluster, cmd: str, node: str = NODE) -> str:
 def provision(cluster, tmp: Path, node: str = NODE, product: str = "910b") -> None:
     """What the playbooks leave on an A2 node, done directly: packages, users, knobs, NIC addresses."""
     from ascend_ready.provision.matrix import resolve
-
     from ascend_ready.sim.packages import build_package_dir
 
     python = sh(cluster, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'", node).strip()

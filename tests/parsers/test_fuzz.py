@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from ascend_ready.checks.parsers.base import ParsedModel, get_parser, kinds
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sample_support import SAMPLES_DIR, read_sample
 
+from ascend_ready.checks.parsers.base import ParsedModel, get_parser, kinds
 from ascend_ready.errors import ParseError
 
 KINDS = kinds()

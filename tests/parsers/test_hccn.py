@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ascend_ready.checks.parsers.hccn import (
     parse_hccn_collection,
     parse_hccn_fec,
@@ -20,7 +21,6 @@ from ascend_ready.checks.parsers.hccn import (
     parse_per_device,
 )
 from ascend_ready.checks.parsers.hccn_conf import parse_hccn_conf
-
 from ascend_ready.errors import ParseError
 
 OPTICAL = """optical info:

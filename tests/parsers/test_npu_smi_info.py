@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from ascend_ready.checks.parsers.base import get_parser
-from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info as parse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sample_support import read_sample
 
+from ascend_ready.checks.parsers.base import get_parser
+from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info as parse
 from ascend_ready.errors import ParseError
 
 A2 = "npu-smi-info_910b2_23.0.7_vllm-ascend-362.txt"

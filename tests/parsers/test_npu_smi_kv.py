@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ascend_ready.checks.parsers.npu_smi_kv import (
     parse_npu_smi_board,
     parse_npu_smi_common,
@@ -14,7 +15,6 @@ from ascend_ready.checks.parsers.npu_smi_kv import (
     parse_npu_smi_temp,
     parse_npu_smi_usages,
 )
-
 from ascend_ready.errors import ParseError
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from ascend_ready.checks.parse_cli import parse_command
 from click.testing import CliRunner
 from sample_support import SAMPLES_DIR, read_sample
+
+from ascend_ready.checks.parse_cli import parse_command
 
 HEALTH = "npu-smi-info-t-health_alarm-multicode_mindcluster-faultdiag.txt"
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+
 from ascend_ready.checks.parsers.dmesg import parse_dmesg
 from ascend_ready.checks.parsers.lspci import parse_lspci, parse_lspci_vvv
 from ascend_ready.checks.parsers.sysfs import parse_sysfs_link
-
 from ascend_ready.errors import ParseError
 
 VVV = "lspci-vvv_910b4-d802_link-downgraded_kata-npu-passthrough-doc.txt"

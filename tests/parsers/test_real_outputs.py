@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from ascend_ready.checks.parsers.base import get_parser
 from ascend_ready.checks.parsers.hccn import parse_hccn_fec, parse_hccn_link_stat, parse_hccn_optical
 from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
@@ -20,7 +21,6 @@ from ascend_ready.checks.parsers.npu_smi_kv import (
     parse_npu_smi_usages,
 )
 from ascend_ready.checks.parsers.version_info import parse_toolkit_install_info
-
 from ascend_ready.errors import ParseError
 
 REAL = Path(__file__).parent / "real"

@@ -4,6 +4,7 @@ values the hardware state holds (the simulator must be byte-faithful to the real
 from __future__ import annotations
 
 import pytest
+
 from ascend_ready.checks.parsers.base import get_parser
 
 state_mod = pytest.importorskip("ascend_ready.sim.hw.state")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ascend_ready.checks.parsers.python_pkgs import (
     TORCH_VERSIONS_PROBE,
     major_minor,
@@ -17,7 +18,6 @@ from ascend_ready.checks.parsers.version_info import (
     parse_nnae_install_info,
     parse_toolkit_install_info,
 )
-
 from ascend_ready.errors import ParseError
 
 

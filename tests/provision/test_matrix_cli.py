@@ -6,9 +6,10 @@ import json
 
 import pytest
 import yaml
+from click.testing import CliRunner
+
 from ascend_ready.provision.cli import main
 from ascend_ready.provision.matrix import MATRIX_PATH, matrix_json_schema
-from click.testing import CliRunner
 
 
 @pytest.fixture

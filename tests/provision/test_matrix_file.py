@@ -7,9 +7,9 @@ import json
 
 import pytest
 import yaml
-from ascend_ready.provision.matrix import MATRIX_PATH, load_matrix, matrix_json_schema, parse_matrix
 
 from ascend_ready.errors import MatrixError
+from ascend_ready.provision.matrix import MATRIX_PATH, load_matrix, matrix_json_schema, parse_matrix
 
 SCHEMA_FILE = MATRIX_PATH.parent / "schema" / "matrix.schema.json"
 REQUIRED_CANN = ["7.0.0", "8.0.0", "8.1.RC1", "8.2.RC1", "8.3.RC1", "8.5.0", "9.0.0"]

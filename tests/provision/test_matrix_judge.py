@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from ascend_ready.provision.judge import judge
-from ascend_ready.provision.matrix import load_matrix
 
 from ascend_ready.errors import MatrixError
+from ascend_ready.provision.judge import judge
+from ascend_ready.provision.matrix import load_matrix
 
 GOOD_800 = {"driver": "24.1.rc2", "firmware": "7.3.0.1.231", "cann": "8.0.0", "torch": "2.1.0",
             "torch_npu": "2.1.0.post10"}

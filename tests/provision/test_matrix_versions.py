@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from ascend_ready.provision.matrix import (
     base_version,
     python_minor,
@@ -10,8 +13,6 @@ from ascend_ready.provision.matrix import (
     version_has_prefix,
     version_key,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 ASCEND_ORDER = ["23.0.rc3", "23.0.0", "24.1.rc1", "24.1.RC2", "24.1.0", "25.0.rc1", "25.0.rc1.1",
                 "25.5.0.b061", "25.5.0", "25.5.1", "26.0.rc1"]

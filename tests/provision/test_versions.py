@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ascend_ready.provision import matrix, versions
 
 REPO = Path(__file__).resolve().parents[2]

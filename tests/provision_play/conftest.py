@@ -4,7 +4,6 @@ from the matrix, an inventory directory, and a `play()` that runs site.yml and r
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from ascend_ready.sim.harness import fleet as fleet_harness
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOKS = REPO / "playbooks"
@@ -28,16 +29,8 @@ SUBNET_BASE = int(os.environ.get("ASCEND_SIM_PROVISION_SUBNET_BASE", "200"))
 STACK = "cann-8.2.RC1-torch-2.5.1"
 
 
-def _simulator_helper():
-    """playbooks/simulator/fleet.py: the inventory and node preparation demo and bench use too."""
-    path = PLAYBOOKS / "simulator" / "fleet.py"
-    spec = importlib.util.spec_from_file_location("ascend_playbooks_fleet", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sim_fleet = _simulator_helper()
+#: the inventory and node preparation that the demo and bench use too
+sim_fleet = fleet_harness
 _RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)")
 
 
@@ -139,7 +132,7 @@ def fleet_factory(sim_host, tmp_path_factory):
         started.append(cluster)
         workdir = tmp_path_factory.mktemp(f"provision-{tag}")
         packages = workdir / "packages"
-        subprocess.run([sys.executable, str(PLAYBOOKS / "simulator" / "build_packages.py"), str(packages),
+        subprocess.run([sys.executable, "-m", "ascend_ready.sim.harness.build_packages", str(packages),
                         *[a for s in stacks for a in ("--stack", s)], "--arch", os.uname().machine],
                        check=True, capture_output=True)
         fleet = Fleet(cluster, workdir, packages)

@@ -1,12 +1,11 @@
 """An Ubuntu node provisioned end to end, nothing preinstalled: os_prereqs for real from a local apt
 mirror served over HTTP by the controller (the nodes reach nothing else; packages with their
 dependencies from Debian, plus a stand-in for the VM kernel's headers, see
-playbooks/simulator/apt_mirror.py), then the whole site.yml with a CANN 8.5 stack (the new layout).
+ascend_ready.sim.harness.apt_mirror), then the whole site.yml with a CANN 8.5 stack (the new layout).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import socket
 import subprocess
 import sys
@@ -14,7 +13,9 @@ import time
 
 import pytest
 
-from .conftest import PLAYBOOKS, STACK, sim_fleet
+from ascend_ready.sim.harness import apt_mirror
+
+from .conftest import STACK, sim_fleet
 
 pytestmark = pytest.mark.sim
 
@@ -23,11 +24,7 @@ STACK_85 = "cann-8.5.0-torch-2.9.0"
 
 
 def _apt_mirror():
-    spec = importlib.util.spec_from_file_location("ascend_playbooks_apt_mirror",
-                                                  PLAYBOOKS / "simulator" / "apt_mirror.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return apt_mirror
 
 
 @pytest.fixture(scope="module")

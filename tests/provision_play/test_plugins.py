@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from ansible.errors import AnsibleFilterError, AnsibleLookupError
+
 from ascend_ready.provision import matrix as mx
 
 PLUGINS = Path(__file__).resolve().parents[2] / "playbooks" / "plugins"

@@ -11,6 +11,7 @@ import re
 import shutil
 
 import pytest
+
 from ascend_ready.provision import matrix as mx
 
 from .conftest import STACK, sim_fleet

@@ -20,8 +20,16 @@ def remote(sim_ssh):
 
     def run(name: str, cmd: str, user: str = "root", timeout: float = 60) -> Result:
         client = sim_ssh(name, user)
-        _stdin, stdout, stderr = client.exec_command(cmd, timeout=timeout)
-        out, err = stdout.read().decode(), stderr.read().decode()
-        return Result(stdout.channel.recv_exit_status(), out, err)
+        stdin, stdout, stderr = client.exec_command(cmd, timeout=timeout)
+        try:
+            stdin.close()
+            out, err = stdout.read().decode(), stderr.read().decode()
+            return Result(stdout.channel.recv_exit_status(), out, err)
+        finally:
+            # Closed here, in this thread: a channel file left to the garbage collector may be finalised
+            # inside paramiko's transport thread, whose close then deadlocks against SSHClient.close.
+            for f in (stdin, stdout, stderr):
+                f.close()
+            client.close()
 
     return run

@@ -147,7 +147,7 @@ def test_fake_pci_tree_resolves_inside_sys_devices(remote):
 
 def test_lspci_and_dmesg_on_a_bare_node(remote):
     if not (NODE_TOOLS / "lspci").is_file():
-        pytest.skip("fake lspci not written yet by the hardware part (src/ascend_ready/sim/node/bin/lspci)")
+        pytest.skip("fake lspci not written yet by the hardware part (sim/node/bin/lspci)")
     r = remote("node01", "command -v lspci dmesg; lspci | grep -c 'Processing accelerators: Huawei'")
     assert r.out.splitlines() == ["/usr/local/sbin/lspci", "/usr/local/bin/dmesg", "8"]
 

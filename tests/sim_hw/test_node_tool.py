@@ -6,16 +6,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-import ascend_ready
+from ascend_ready.sim import cluster as sim_cluster
 from ascend_ready.sim import hw
 
-BIN = Path(ascend_ready.__file__).parent / "sim" / "node" / "bin"
-LIB = Path(ascend_ready.__file__).parent.parent
+BIN = Path(sim_cluster.__file__).parent / "node" / "bin"
+#: the package laid out as the nodes see it (common/ entries and sim/ in one ascend_ready directory)
+LIB = sim_cluster.link_package(Path(tempfile.mkdtemp(prefix="ascend-sim-lib-")))
 
 
 @pytest.fixture

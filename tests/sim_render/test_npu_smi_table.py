@@ -6,11 +6,11 @@ import subprocess
 import sys
 
 import pytest
-from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info as parse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sample_support import REPO, read_sample
+from sample_support import read_sample
 
+from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info as parse
 from ascend_ready.sim.render.npu_smi_table import COLUMNS, LAYOUTS, render, worst_health
 
 # (sample, paste artefacts the real tool does not print). Every sample's prompt/command lines are
@@ -48,11 +48,15 @@ def test_sample_renders_byte_for_byte(name, artefact):
     assert render(parse(text).model_dump()) == table_only(text, artefact)
 
 
-def test_render_is_stdlib_only():
-    # Nodes run the renderer with a bare interpreter: no site-packages, so no pydantic.
-    code = ("import sys; sys.path.insert(0, 'src'); import ascend_ready.sim.render.npu_smi_table as m; "
+def test_render_is_stdlib_only(tmp_path):
+    # Nodes run the renderer with a bare interpreter: no site-packages, so no pydantic. Their package
+    # directory is assembled as the simulator binds it (common/ entries plus sim/).
+    from ascend_ready.sim.cluster import link_package
+
+    link_package(tmp_path)
+    code = ("import sys; import ascend_ready.sim.render.npu_smi_table as m; "
             "print(sorted(n for n in sys.modules if n.split('.')[0] in {'pydantic', 'yaml', 'click'}))")
-    out = subprocess.run([sys.executable, "-S", "-c", code], cwd=REPO, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
 

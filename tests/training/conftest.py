@@ -1,13 +1,13 @@
-"""Fixtures for the training tests: one CPU thread, a fake ascend-check, a restored environment."""
+"""Fixtures for the training tests: one CPU thread, a restored environment, and the real ascend-check run
+on snapshots of simulated nodes (training_fakecheck.py) in place of live hosts."""
 
 from __future__ import annotations
 
-import json
 import os
-import stat
 from pathlib import Path
 
 import pytest
+from training_fakecheck import healthy, write_ascend_check
 
 
 @pytest.fixture(autouse=True)
@@ -23,26 +23,12 @@ def _one_thread_and_clean_env():
     os.environ.update(saved)
 
 
-def write_fake_check(directory: Path, exit_code: int, report: dict | None = None) -> Path:
-    """An executable standing in for ascend-check: prints `report` as JSON, logs its argv, exits."""
-    script = directory / f"fake-check-{exit_code}"
-    body = json.dumps(report) if report is not None else ""
-    script.write_text(
-        f"#!/bin/sh\necho \"$@\" > {directory}/argv.txt\ncat <<'JSON'\n{body}\nJSON\n"
-        f"echo 'ssh: node9: connection refused' >&2\nexit {exit_code}\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return script
-
-
 @pytest.fixture
-def fake_check(tmp_path):
-    """`fake_check(exit_code, report)` -> path of a fake ascend-check in tmp_path."""
-    return lambda exit_code, report=None: write_fake_check(tmp_path, exit_code, report)
+def ascend_check(tmp_path):
+    """`ascend_check(*host_snapshots)` -> path of an ascend-check that judges those hosts."""
+    return lambda *hosts: write_ascend_check(tmp_path, *hosts)
 
 
 @pytest.fixture
 def passing_check(tmp_path) -> Path:
-    return write_fake_check(
-        tmp_path, 0, {"checks": [{"id": "npu_health", "host": "node01", "status": "passed"}]}
-    )
+    return write_ascend_check(tmp_path, healthy())

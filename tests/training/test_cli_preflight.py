@@ -1,22 +1,20 @@
-"""The preflight gate and launch contract of ascend-train, with a fake ascend-check."""
+"""The preflight gate and launch contract of ascend-train. The gate runs the real ascend-check, on snapshots
+of simulated nodes instead of live hosts, so every report it reads is one ascend-check printed."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from click.testing import CliRunner
+from training_fakecheck import healthy, link_down, save_snapshot, unreachable
+
+from ascend_ready.checks.cli import main as check_main
+from ascend_ready.errors import ParseError
 from ascend_ready.training import launch
 from ascend_ready.training.cli import main
 from ascend_ready.training.config import LaunchConfig
-from ascend_ready.training.preflight import failed_checks
-from click.testing import CliRunner
-
-FAILING = {
-    "checks": [
-        {"id": "npu_health", "host": "node01", "status": "passed", "message": "8/8 OK"},
-        {"id": "hccn_link", "host": "node02", "status": "failed", "message": "eth3 link DOWN"},
-    ]
-}
+from ascend_ready.training.preflight import MAX_LISTED, failed_checks, read_report
 
 
 def invoke(tmp_path, check, *args):
@@ -36,22 +34,39 @@ def invoke(tmp_path, check, *args):
     )
 
 
-def test_failed_preflight_refuses_and_lists_the_failed_checks(tmp_path, fake_check):
-    result = invoke(tmp_path, fake_check(1, FAILING), "--hosts", "node01,node02")
+def printed_report(tmp_path, *hosts) -> tuple[int, str]:
+    """(exit code, stdout) of `ascend-check --snapshot DIR --format json` on those hosts."""
+    snap = save_snapshot(tmp_path / "judged", *hosts)
+    result = CliRunner().invoke(check_main, ["--snapshot", str(snap), "--format", "json"])
+    return result.exit_code, result.stdout
+
+
+def test_failed_preflight_refuses_and_lists_the_failed_checks(tmp_path, ascend_check):
+    check = ascend_check(healthy("node01"), link_down("node02", 1))
+    result = invoke(tmp_path, check, "--hosts", "node01,node02")
     assert result.exit_code == 1
     assert "preflight failed (checks failed); refusing to train" in result.stderr
-    assert "node02: hccn_link: failed: eth3 link DOWN" in result.stderr
+    assert "  - node02: hccl.link_up: fail: device 3 link DOWN" in result.stderr
     assert "node01" not in result.stderr.split("refusing to train")[1]
     assert "hint: fix the failures or pass --skip-preflight" in result.stderr
     assert (tmp_path / "argv.txt").read_text().split() == ["--hosts", "node01,node02", "--format", "json"]
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
-def test_unreachable_hosts_refuse_with_the_stderr_tail(tmp_path, fake_check):
-    result = invoke(tmp_path, fake_check(3, None), "-i", "inventory.ini")
+def test_unreachable_hosts_refuse_naming_the_hosts(tmp_path, ascend_check):
+    # ascend-check prints nothing on stderr here: the host and the reason come from the report itself.
+    result = invoke(tmp_path, ascend_check(healthy("node01"), unreachable("node09")), "-i", "inventory.ini")
     assert result.exit_code == 1
-    assert "hosts unreachable" in result.stderr and "node9: connection refused" in result.stderr
+    assert "preflight failed (hosts unreachable); refusing to train" in result.stderr
+    assert "  - node09: unreachable: root@node09:22: timed out" in result.stderr
     assert (tmp_path / "argv.txt").read_text().split() == ["-i", "inventory.ini", "--format", "json"]
+
+
+def test_usage_error_refuses_with_ascend_checks_own_message(tmp_path, ascend_check):
+    result = invoke(tmp_path, ascend_check())  # an empty snapshot directory
+    assert result.exit_code == 1
+    assert "preflight failed (usage or configuration error); refusing to train" in result.stderr
+    assert "is not a snapshot: no manifest.json" in result.stderr
 
 
 def test_missing_preflight_command_is_a_config_error(tmp_path):
@@ -59,8 +74,28 @@ def test_missing_preflight_command_is_a_config_error(tmp_path):
     assert result.exit_code == 2 and "preflight command not found" in result.stderr
 
 
-def test_skip_preflight_is_loud_and_trains(tmp_path, fake_check):
-    never = fake_check(1, FAILING)
+@pytest.mark.parametrize(
+    "stdout, reason",
+    [
+        ("", "nothing on stdout"),
+        ('{"checks": [{"id": "npu_health", "status": "passed"}]}', "checks: Extra inputs are not permitted"),
+    ],
+    ids=["silent", "foreign-shape"],
+)
+def test_exit_0_without_an_ascend_check_report_is_no_pass(tmp_path, stdout, reason):
+    # Not ascend-check (a stub, another tool): the gate must not pass what it could not read.
+    stub = tmp_path / "not-ascend-check"
+    stub.write_text(f"#!/bin/sh\ncat <<'OUT'\n{stdout}\nOUT\nexit 0\n")
+    stub.chmod(0o755)
+    result = invoke(tmp_path, stub)
+    assert result.exit_code == 1
+    assert "preflight failed (exit 0 but no readable report); refusing to train" in result.stderr
+    assert f"cannot parse the ascend-check report: {reason}" in result.stderr
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_skip_preflight_is_loud_and_trains(tmp_path, ascend_check):
+    never = ascend_check(link_down("node02", 1))
     result = invoke(tmp_path, never, "--skip-preflight")
     assert result.exit_code == 0, result.output
     assert "WARNING: PREFLIGHT SKIPPED" in result.stderr
@@ -87,29 +122,36 @@ def test_bad_override_is_shown_as_field_lines(tmp_path, passing_check):
     assert "Traceback" not in result.output
 
 
-def test_failed_checks_reads_the_ascend_check_report_layout():
-    report = {
-        "schema_version": 1,
-        "results": [
-            {"check_id": "npu.health", "host": "n1", "status": "pass", "message": ""},
-            {"check_id": "hccl.ip", "host": "n1", "status": "fail", "message": "no device NICs found"},
-            {"check_id": "os.thp", "host": "n2", "status": "warn", "message": "THP is madvise"},
-            {"check_id": "pcie.link", "host": "n2", "status": "error", "message": "lspci timed out"},
-        ],
-    }
-    assert failed_checks(json.dumps(report)) == [
-        "n1: hccl.ip: fail: no device NICs found",
-        "n2: pcie.link: error: lspci timed out",
+def test_failed_checks_of_a_printed_report(tmp_path):
+    code, stdout = printed_report(tmp_path, healthy("node01"), link_down("node02", 1), unreachable("node09"))
+    assert code == 1
+    report = read_report(stdout)
+    assert failed_checks(report) == [
+        "node09: unreachable: root@node09:22: timed out",
+        "node02: hccl.link_up: fail: device 3 link DOWN",
+        "node02: hccl.net_health: fail: device 3 net health 'Fault'",
     ]
-    many = {"results": [{"check_id": f"c{i}", "host": "n", "status": "fail"} for i in range(20)]}
-    lines = failed_checks(json.dumps(many))
-    assert len(lines) == 16 and lines[-1].startswith("... and 5 more")
+    # warnings and passes are not failures; a healthy report lists nothing
+    assert {r.status for r in report.results} >= {"pass", "fail"}
+    code, stdout = printed_report(tmp_path / "ok", healthy("node01"))
+    assert code == 0 and failed_checks(read_report(stdout)) == []
 
 
-def test_failed_checks_is_tolerant_of_odd_reports():
-    assert failed_checks("not json") == []
-    assert failed_checks('{"summary": 1}') == []
-    assert failed_checks('{"checks": [{"id": "x", "status": "error"}, "junk"]}') == ["?: x: error:"]
+def test_failed_checks_lists_at_most_fifteen(tmp_path):
+    gone = [unreachable(f"node{i:02d}") for i in range(10, 24)]
+    _, stdout = printed_report(tmp_path, link_down("node02", 1), *gone)
+    report = read_report(stdout)
+    total = len(report.unreachable) + sum(r.status in ("fail", "error") for r in report.results)
+    lines = failed_checks(report)
+    assert total > MAX_LISTED and len(lines) == MAX_LISTED + 1
+    assert lines[-1] == f"... and {total - MAX_LISTED} more (run ascend-check to see them all)"
+
+
+def test_read_report_names_what_is_not_a_report():
+    with pytest.raises(ParseError, match="nothing on stdout"):
+        read_report("  \n")
+    with pytest.raises(ParseError, match=r"results\.0\.check_id: Field required"):
+        read_report(json.dumps({"results": [{"id": "x", "host": "n", "status": "fail"}]}))
 
 
 def test_hccl_env_defaults_and_environment_precedence():

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from ascend_ready.training.config import BUNDLED_CONFIGS, TrainConfig, load_config
 
 from ascend_ready.errors import ConfigError
+from ascend_ready.training.config import BUNDLED_CONFIGS, TrainConfig, load_config
 
 
 @pytest.mark.parametrize("path", sorted(BUNDLED_CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from ascend_ready.errors import ConfigError
 from ascend_ready.training import rewards
 from ascend_ready.training.config import DataConfig, TrainConfig
 from ascend_ready.training.data import arithmetic_rows, gsm8k_rows, load_prompts, preference_rows
-
-from ascend_ready.errors import ConfigError
 
 
 def test_arithmetic_rows_are_correct_and_seeded():

@@ -105,7 +105,6 @@ def unhealthy_chips(npu_smi_info: str) -> list[str]:
     """'NPU 3 chip 0: Alarm' for every chip `npu-smi info` does not show as OK; fails on unreadable text."""
     _need_package()
     from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
-
     from ascend_ready.errors import AscendReadyError
 
     try:

@@ -2,7 +2,7 @@
 plus group/host vars: stack, package source, device NIC addresses), and the OS packages a bare node
 lacks. Used by demo-provision.sh, bench/ and tests/provision_play.
 
-Usage: python playbooks/simulator/fleet.py OUT_DIR --packages DIR --stack ID
+Usage: python -m ascend_ready.sim.harness.fleet OUT_DIR --packages DIR --stack ID
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ def _node_tool(name: str) -> tuple[bytes, bool]:
         return path.read_bytes(), True
     # The hardware part had not written this tool when the packages were built.
     return (f"#!/bin/sh\necho '{name}: not available: the ascend-ready simulator built this driver package "
-            f"without src/ascend_ready/sim/node/bin/{name}' >&2\nexit 127\n").encode(), True
+            f"without sim/node/bin/{name}' >&2\nexit 127\n").encode(), True
 
 
 def missing_node_tools() -> list[str]:

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import ascend_ready
 from ascend_ready.errors import ConfigError, PrivilegeError, SimError
 from ascend_ready.sim import base, knobs, profiles
 from ascend_ready.sim.net import Network
@@ -30,7 +31,10 @@ from ascend_ready.sim.nodeinit import LENT_PYTHON_CONF
 
 log = logging.getLogger(__name__)
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the host's src/ascend_ready
+SIM_DIR = Path(__file__).resolve().parent  # ascend_ready.sim on the host (the repo's sim/)
+ROOT_PACKAGE_DIR = Path(ascend_ready.__file__).resolve().parent  # ascend_ready (common/)
+#: where the nodes import ascend_ready from (PYTHONPATH=/opt/ascend-sim/lib)
+NODE_PACKAGE = "/opt/ascend-sim/lib/ascend_ready"
 NODE_TOOLS = Path(__file__).resolve().parent / "node" / "bin"
 SSH_USER = "root"
 SUDO_USER = base.SUDO_USER
@@ -272,8 +276,7 @@ def _prepare_node(cluster: Cluster, node: Node, with_hardware: bool) -> Path:
     devices = _write_hardware(hardware_api(), node, rd) if with_hardware else []
     (node.simdir(rd) / KNOBS_STATE.rsplit("/", 1)[1]).write_text(
         json.dumps({**knobs.DEFAULTS, **dict(prof.os.knobs)}, indent=2, sort_keys=True) + "\n")
-    binds = [(str(PACKAGE_DIR), "/opt/ascend-sim/lib/ascend_ready", True),
-             (str(node.simdir(rd)), "/var/lib/ascend-sim", False)]
+    binds = [*_package_binds(upper, ndir / "root"), (str(node.simdir(rd)), "/var/lib/ascend-sim", False)]
     home = prof.os.python_home()
     if home is not None:
         binds.append((str(home), f"/opt/python/{prof.os.python}", True))
@@ -290,6 +293,42 @@ def _prepare_node(cluster: Cluster, node: Node, with_hardware: bool) -> Path:
     boot_file = ndir / "boot.json"
     boot_file.write_text(json.dumps(boot, indent=2))
     return boot_file
+
+
+def package_entries() -> list[tuple[str, Path]]:
+    """(name, host path) of what a node's `ascend_ready` package directory holds: common/ entries, sim."""
+    entries = [(p.name, p) for p in sorted(ROOT_PACKAGE_DIR.iterdir()) if p.name != "__pycache__"]
+    return [*entries, ("sim", SIM_DIR)]
+
+
+def link_package(lib: Path) -> Path:
+    """Lay out `lib/ascend_ready` as a node sees it, with symlinks (host-side runs of node tools); `lib`."""
+    package = lib / "ascend_ready"
+    package.mkdir(parents=True, exist_ok=True)
+    for name, src in package_entries():
+        if not (package / name).is_symlink():
+            (package / name).symlink_to(src)
+    return lib
+
+
+def _package_binds(upper: Path, root: Path) -> list[tuple[str, str, bool]]:
+    """Read-only binds that give the node the host's `ascend_ready` root package and `ascend_ready.sim`.
+
+    The two live in different folders of the repo (common/ and sim/), so the node's package directory is
+    assembled entry by entry: a mount point for each in the node's upper layer, then a bind over it. The
+    directory itself is first bound onto itself read-only (`root`: where the node's overlay is mounted
+    while it boots), so nothing can be added to the lent package from inside the node.
+    """
+    binds = [(str(root) + NODE_PACKAGE, NODE_PACKAGE, True)]
+    for name, src in package_entries():
+        point = upper / NODE_PACKAGE.lstrip("/") / name
+        if src.is_dir():
+            point.mkdir(parents=True, exist_ok=True)
+        else:
+            point.parent.mkdir(parents=True, exist_ok=True)
+            point.touch()
+        binds.append((str(src), f"{NODE_PACKAGE}/{name}", True))
+    return binds
 
 
 def _prepare_all(cluster: Cluster, with_hardware: bool) -> list[Path]:

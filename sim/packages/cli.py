@@ -43,7 +43,7 @@ def build(dest: Path, stacks: tuple[str, ...], arch: str, products: tuple[str, .
             click.echo(f"hint: {exc.hint}", err=True)
         raise SystemExit(exc.exit_code) from exc
     for tool in missing_node_tools():
-        click.echo(f"warning: {tool} is missing from src/ascend_ready/sim/node/bin; the driver package "
+        click.echo(f"warning: {tool} is missing from sim/node/bin; the driver package "
                    "installs a placeholder that fails", err=True)
     for line in (out / "SHA256SUMS").read_text().splitlines():
         click.echo(line.split("  ", 1)[1])

@@ -6,7 +6,7 @@ No distribution ships `linux-headers-<kernel>` for the VM kernel the simulator r
 package is built here: an empty headers tree and the /lib/modules/<kernel>/build link, labelled as a
 stand-in. Everything else is the real Debian bookworm package.
 
-Usage: python playbooks/simulator/apt_mirror.py OUT_DIR [--serve HOST:PORT]
+Usage: python -m ascend_ready.sim.harness.apt_mirror OUT_DIR [--serve HOST:PORT]
 """
 
 from __future__ import annotations

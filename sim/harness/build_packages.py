@@ -1,7 +1,7 @@
 """Build the simulator's package source for the playbooks: fake `.run` installers, stand-in wheels, a pip
 wheel and SHA256SUMS, named exactly as provision/matrix.yml resolves them (one source of truth).
 
-Usage: python playbooks/simulator/build_packages.py DEST --stack ID [--stack ID ...] [--arch x86_64]
+Usage: python -m ascend_ready.sim.harness.build_packages DEST --stack ID [--stack ID ...] [--arch x86_64]
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import sysconfig
 from pathlib import Path
 
 from ascend_ready.provision import matrix as mx
-
 from ascend_ready.sim.packages import build_package_dir, package_names
 from ascend_ready.sim.packages.builder import Stack, write_sha256sums
 
