@@ -128,7 +128,8 @@ def to_netmask(kind: str, value: str, line: Line, *, what: str = "netmask") -> s
     return text
 
 
-def to_host_ip(kind: str, value: str, line: Line, *, what: str = "address", netmask: str | None = None) -> str:
+def to_host_ip(kind: str, value: str, line: Line, *, what: str = "address",
+               netmask: str | None = None) -> str:
     """A unicast IPv4 address a host can hold: not 0.x, loopback, multicast, reserved/broadcast (a netmask
     in the address slot, `255.255.255.0`, is one), nor, with `netmask`, its subnet's network or broadcast
     address."""

@@ -8,6 +8,7 @@ collection scripts), dispatching each output by its option; errors keep whole-co
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Literal
 
@@ -247,8 +248,8 @@ def parse_hccn_netdetect(text: str) -> HccnNetdetect:
     # drivers' hccn_tool prints `netdetect address:`; the open-source hccn_tool (2026) `netdetect addr:`
     match, line = _one_line(kind, lines, re.compile(r"^netdetect addr(?:ess)?:\s*(\S*)$"),
                             "netdetect address: <ip>")
-    return HccnNetdetect(device_id=device,
-                         address=to_host_ip(kind, match[1], line, what="netdetect address") if match[1] else None)
+    address = to_host_ip(kind, match[1], line, what="netdetect address") if match[1] else None
+    return HccnNetdetect(device_id=device, address=address)
 
 
 class HccnFec(ParsedModel):
@@ -370,6 +371,196 @@ def parse_hccn_stat(text: str) -> HccnStat:
     if not counters:
         raise fail(kind, "no counters", lines[0])
     return HccnStat(device_id=device, counters=counters)
+
+
+# -- status (ethtool of the device NIC) -----------------------------------------------------------------
+
+class HccnStatus(ParsedModel):
+    """`hccn_tool -i N -status -g`: `ethtool ethN` run on the device, behind `Netdev status:`."""
+
+    device_id: int | None
+    #: the device-side interface (`eth3`)
+    interface: str
+    #: `Speed: 200000Mb/s`; None when ethtool prints `Unknown!` (no link)
+    speed_mbps: int | None
+    #: `Full`, `Half`; None for `Unknown! (255)`
+    duplex: str | None
+    auto_negotiation: bool | None
+    #: `Direct Attach Copper`, `FIBRE`, ...
+    port: str | None
+    link_detected: bool
+    supported_link_modes: list[str]
+    supported_fec_modes: list[str]
+    advertised_fec_modes: list[str]
+    #: every key as printed, continuation lines joined by a space
+    fields: dict[str, str]
+
+
+_STATUS_HEAD_RE = re.compile(r"^(?:Netdev status:)?Settings for (?P<iface>\S+):$")
+_STATUS_KV_RE = re.compile(r"^(?P<key>[A-Za-z][\w ./-]*?):(?:\s+(?P<value>.*?))?\s*$")
+_SPEED_RE = re.compile(r"^(?P<mbps>\d+)Mb/s$")
+
+
+def _indent(line: str) -> int:
+    return len(line.expandtabs(8)) - len(line.expandtabs(8).lstrip())
+
+
+@parser("hccn-status")
+def parse_hccn_status(text: str) -> HccnStatus:
+    """Parse `-status -g`; the `Settings for ethN:` head and the closing `Link detected:` are required
+    (a capture without them was cut), and every line is `Key: value` or a deeper-indented continuation."""
+    kind = "hccn-status"
+    device, lines = _body(kind, text)
+    rows = list(content(lines))
+    head = _STATUS_HEAD_RE.match(rows[0].strip())
+    if not head or rows[0][:1].isspace():
+        raise fail(kind, "expected 'Netdev status:Settings for ethN:' first", rows[0])
+    fields: dict[str, list[str]] = {}
+    where: dict[str, Line] = {}
+    key_indent: int | None = None
+    last: str | None = None
+    for line in rows[1:]:
+        indent = _indent(line)
+        if key_indent is not None and indent > key_indent and last is not None:
+            fields[last].append(line.strip())  # `Supported link modes:` lists one mode per line
+            continue
+        match = _STATUS_KV_RE.match(line.strip())
+        if not match or indent == 0 or (key_indent is not None and indent != key_indent):
+            raise fail(kind, "expected an indented 'Key: value' line of ethtool", line)
+        key_indent, last = indent, match["key"]
+        if last in fields:
+            raise fail(kind, f"{last!r} printed twice", line)
+        fields[last] = [match["value"] or ""]
+        where[last] = line
+    for key in ("Speed", "Link detected"):
+        if key not in fields:
+            raise fail(kind, f"no '{key}:' line (output cut off?)", rows[-1],
+                       hint="pass the whole output of `hccn_tool -i N -status -g`")
+
+    def one(key: str) -> str | None:
+        return " ".join(v for v in fields[key] if v) if key in fields else None
+
+    speed_text = one("Speed") or ""
+    speed = _SPEED_RE.match(speed_text)
+    if not speed and not speed_text.startswith("Unknown"):
+        raise fail(kind, f"unreadable speed {speed_text!r} (expected 'NMb/s' or 'Unknown!')", where["Speed"])
+    link = one("Link detected")
+    if link not in ("yes", "no"):
+        raise fail(kind, f"'Link detected' is {link!r}, not yes/no", where["Link detected"])
+    duplex = one("Duplex")
+    autoneg = one("Auto-negotiation")
+    if autoneg not in (None, "on", "off"):
+        raise fail(kind, f"'Auto-negotiation' is {autoneg!r}, not on/off", where["Auto-negotiation"])
+
+    def words(key: str) -> list[str]:
+        return [w for v in fields.get(key, []) for w in v.split()]
+
+    return HccnStatus(
+        device_id=device, interface=head["iface"], speed_mbps=int(speed["mbps"]) if speed else None,
+        duplex=None if duplex is None or duplex.startswith("Unknown") else duplex,
+        auto_negotiation=None if autoneg is None else autoneg == "on", port=one("Port"),
+        link_detected=link == "yes", supported_link_modes=words("Supported link modes"),
+        supported_fec_modes=words("Supported FEC modes"), advertised_fec_modes=words("Advertised FEC modes"),
+        fields={key: " ".join(v for v in values if v) for key, values in fields.items()})
+
+
+# -- hw_stats ----------------------------------------------------------------------------------------------
+
+class HccnHwStats(ParsedModel):
+    """`hccn_tool -i N -hw_stats -g`: the RoCE engine's resource and event counters
+    (`[devid 3] qp_alloc: 1`)."""
+
+    device_id: int | None
+    counters: dict[str, int]
+
+
+_HW_STAT_RE = re.compile(r"^\[(?:devid|device)\s+(?P<dev>\d+)\]\s*(?P<name>[A-Za-z][\w]*):\s*(?P<value>\S+)$")
+
+
+@parser("hccn-hw-stats")
+def parse_hccn_hw_stats(text: str) -> HccnHwStats:
+    kind = "hccn-hw-stats"
+    device, lines = _body(kind, text)
+    counters: dict[str, int] = {}
+    for line in content(lines):
+        match = _HW_STAT_RE.match(line.strip())
+        if not match:
+            raise fail(kind, "expected '[devid N] counter: value'", line)
+        if device is not None and int(match["dev"]) != device:
+            raise fail(kind, f"counter of device {match['dev']} in the output of device {device}", line)
+        device = int(match["dev"])
+        if match["name"] in counters:
+            raise fail(kind, f"{match['name']!r} printed twice", line)
+        counters[match["name"]] = to_int(kind, match["value"], line, what=match["name"])
+    return HccnHwStats(device_id=device, counters=counters)
+
+
+# -- route -------------------------------------------------------------------------------------------------
+
+class HccnRoute(ParsedModel):
+    """One row of the device NIC's routing table."""
+
+    #: `0.0.0.0` for `default`, else the printed destination
+    destination: str
+    #: None for `*` (on-link)
+    gateway: str | None
+    genmask: str
+    prefix_len: int
+    flags: str
+    metric: int
+    ref: int
+    use: int
+    iface: str
+
+
+class HccnRouteTable(ParsedModel):
+    """`hccn_tool -i N -route -g`: the device's `route` table (busybox `route -n` columns)."""
+
+    device_id: int | None
+    routes: list[HccnRoute]
+
+    @property
+    def default_route(self) -> HccnRoute | None:
+        return next((r for r in self.routes if r.prefix_len == 0), None)
+
+
+_ROUTE_HEADER = ["Destination", "Gateway", "Genmask", "Flags", "Metric", "Ref", "Use", "Iface"]
+
+
+@parser("hccn-route")
+def parse_hccn_route(text: str) -> HccnRouteTable:
+    """Parse `-route -g`; every row must have the 8 columns, with a contiguous Genmask that matches its
+    destination (a row cut mid-way or shifted columns is a ParseError, not a route)."""
+    kind = "hccn-route"
+    device, lines = _body(kind, text)
+    rows = list(content(lines))
+    if rows[0].strip() != "Routing table:":
+        raise fail(kind, "expected 'Routing table:' first", rows[0])
+    if len(rows) < 2 or rows[1].split() != _ROUTE_HEADER:
+        raise fail(kind, "expected the header '" + " ".join(_ROUTE_HEADER) + "'", rows[min(1, len(rows) - 1)])
+    routes = []
+    for line in rows[2:]:
+        cells = line.split()
+        if len(cells) != len(_ROUTE_HEADER):
+            raise fail(kind, f"route row has {len(cells)} columns, expected {len(_ROUTE_HEADER)}", line)
+        dest, gateway, genmask, flags, metric, ref, use, iface = cells
+        mask = to_netmask(kind, genmask, line, what="Genmask") if genmask != "0.0.0.0" else genmask
+        destination = "0.0.0.0" if dest == "default" else to_ip(kind, dest, line, what="Destination")
+        try:
+            prefix = ipaddress.IPv4Network(f"{destination}/{mask}").prefixlen
+        except ValueError:
+            raise fail(kind, f"destination {dest} does not fit Genmask {genmask}", line) from None
+        if not re.fullmatch(r"[UGHRDMAC!]+", flags):
+            raise fail(kind, f"unknown route flags {flags!r}", line)
+        routes.append(HccnRoute(
+            destination=destination,
+            gateway=None if gateway == "*" else to_host_ip(kind, gateway, line, what="Gateway"),
+            genmask=mask, prefix_len=prefix, flags=flags,
+            metric=to_int(kind, metric, line, what="Metric"), ref=to_int(kind, ref, line, what="Ref"),
+            use=to_int(kind, use, line, what="Use"), iface=iface))
+    if not routes:
+        raise fail(kind, "routing table without routes (output cut off?)", rows[-1])
+    return HccnRouteTable(device_id=device, routes=routes)
 
 
 # -- link_stat -----------------------------------------------------------------------------------------
@@ -526,11 +717,15 @@ class HccnLldp(ParsedModel):
     """`hccn_tool -i N -lldp -g`: the switch port the device NIC is cabled to (lldptool-style TLVs)."""
 
     device_id: int | None
-    #: TLV name (`Chassis ID TLV`, `Port ID TLV`, ...) -> its indented value lines
+    #: TLV name (`Chassis ID TLV`, `Port ID TLV`, ...) -> its value lines (stripped, blank lines dropped)
     tlvs: dict[str, list[str]]
     chassis_id: str | None
     port_id: str | None
     system_name: str | None
+    #: the System Description lines joined by newlines; a Huawei VRP switch sends several lines
+    #: (`Huawei Versatile Routing Platform Software` / `VRP (R) software, Version 8.180 (...)` / ...), and
+    #: hccn_tool prints only the first one indented
+    system_description: str | None = None
 
 
 def _tlv_value(tlvs: dict[str, list[str]], name: str) -> str | None:
@@ -550,13 +745,19 @@ def parse_hccn_lldp(text: str) -> HccnLldp:
     device, lines = _body(kind, text)
     tlvs: dict[str, list[str]] = {}
     current: list[str] | None = None
+    name = ""
     for line in content(lines):
         if not line[:1].isspace():
-            name = line.strip()
-            if name in ("LLDP Information", "LLDP information"):
+            text_line = line.strip()
+            if text_line in ("LLDP Information", "LLDP information"):
                 continue
-            if not name.endswith("TLV"):
+            if not _TLV_HEADER_RE.fullmatch(text_line):
+                # the switch's multi-line System Description: hccn_tool indents only its first line
+                if name in _MULTILINE_TLVS and current:
+                    current.append(text_line)
+                    continue
                 raise fail(kind, "expected a '<Name> TLV' header or an indented value", line)
+            name = text_line
             if name in tlvs:
                 raise fail(kind, f"{name!r} printed twice", line)
             current = tlvs[name] = []
@@ -567,8 +768,16 @@ def parse_hccn_lldp(text: str) -> HccnLldp:
     if "Chassis ID TLV" not in tlvs and "Port ID TLV" not in tlvs:
         raise fail(kind, "neither 'Chassis ID TLV' nor 'Port ID TLV': no LLDP neighbour data", lines[0],
                    hint="the switch sends no LLDP on this port, or LLDP is disabled on the device NIC")
+    description = tlvs.get("System Description TLV")
     return HccnLldp(device_id=device, tlvs=tlvs, chassis_id=_tlv_value(tlvs, "Chassis ID TLV"),
-                    port_id=_tlv_value(tlvs, "Port ID TLV"), system_name=_tlv_value(tlvs, "System Name TLV"))
+                    port_id=_tlv_value(tlvs, "Port ID TLV"), system_name=_tlv_value(tlvs, "System Name TLV"),
+                    system_description="\n".join(description) if description else None)
+
+
+#: an LLDP TLV header as hccn_tool prints it: `Chassis ID TLV`, `Maximum Frame Size TLV`, `End of LLDPDU TLV`
+_TLV_HEADER_RE = re.compile(r"[A-Z][\w/.() -]* TLV")
+#: TLVs whose free-text value may span lines (the switch's own line breaks)
+_MULTILINE_TLVS = frozenset({"System Description TLV"})
 
 
 # -- ping ----------------------------------------------------------------------------------------------

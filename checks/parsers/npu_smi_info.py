@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import field_validator
 
+from ascend_ready.checks.parsers._common import is_preamble
 from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, numbered_lines, parser
 from ascend_ready.errors import ParseError
 from ascend_ready.npu_smi_layout import (
@@ -196,9 +197,12 @@ def _is_prompt(line: str) -> bool:
 
 
 def _is_paste_noise(line: str) -> bool:
-    """A blank line, a shell prompt (with the npu-smi command) or sudo's password prompt."""
+    """What a shell, a container entrypoint or a paste prints above the table: a blank line, a shell
+    prompt (with the npu-smi command), the command alone, sudo's password prompt, a `set -x` trace
+    (`+ npu-smi info`) or an `export`/`source` echo."""
     text = line.strip()
-    return not text or bool(_COMMAND.fullmatch(text) or _SUDO.fullmatch(text)) or _is_prompt(text)
+    return (not text or bool(_COMMAND.fullmatch(text) or _SUDO.fullmatch(text)) or _is_prompt(text)
+            or is_preamble(text, ("npu-smi",)))
 
 
 def _preamble_error(lines: list[Line]) -> ParseError:
@@ -321,6 +325,11 @@ def _processes(tbl: _Table, layout: Layout, npus: list[dict]) -> list[dict]:
         if tok.kind == "rule" and tok.fill == "=" and tok.width == tbl.width and after_row:
             tbl.pos, after_row = tbl.pos + 1, False
             continue
+        if tok.kind == "rule" and tok.fill == "-" and tok.width == tbl.width and after_row:
+            # a `+----+` closing rule after the last process row: the table ends here (a row after it
+            # is refused by the trailer check)
+            tbl.pos, after_row = tbl.pos + 1, False
+            break
         if tok.kind != "row":
             break
         tbl.pos, after_row = tbl.pos + 1, True
@@ -336,7 +345,11 @@ def _processes(tbl: _Table, layout: Layout, npus: list[dict]) -> list[dict]:
             procs.append(_process(tok, chips))
         else:
             raise fail(KIND, f"process row has {len(tok.cells)} cells, expected {len(expected)}", tok.line)
-    tbl.truncated = after_row  # no closing rule after the last row
+    # Cut: no closing rule after the last row, no row at all under the header, or (cut at a row boundary)
+    # an NPU of the device table missing: npu-smi prints every NPU's processes or its `No running
+    # processes found in NPU N` row.
+    listed = idle | {p["npu_id"] for p in procs}
+    tbl.truncated = after_row or not listed or not set(chips) <= listed
     for proc in procs:
         line = proc.pop("_line")
         if proc["npu_id"] in idle:
@@ -372,7 +385,9 @@ def parse_npu_smi_info(text: str) -> NpuSmiInfo:
     if not any(line.strip() for line in lines):
         raise ParseError(KIND, "empty output (npu-smi printed nothing)",
                          hint="run `npu-smi info` by hand and check its exit status and stderr")
-    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("+")), None)
+    # the top rule opens the table (`+ npu-smi info`, bash's `set -x` trace of the command, does not)
+    start = next((i for i, line in enumerate(lines)
+                  if line.lstrip().startswith("+") and not line.lstrip().startswith(("+ ", "++"))), None)
     if start is None or not all(_is_paste_noise(line) for line in lines[:start]):
         raise _preamble_error(lines[:start] if start is not None else lines)
     first = lines[start]

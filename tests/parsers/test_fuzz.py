@@ -35,7 +35,8 @@ def _run(kind: str, text: str) -> None:
 
 def test_all_families_registered():
     assert {"npu-smi-info", "npu-smi-health", "hccn-ip", "hccn-conf", "lspci-vvv", "sysfs-link",
-            "toolkit-install-info", "torch-versions", "dmesg"} <= set(KINDS)
+            "toolkit-install-info", "torch-versions", "dmesg", "npu-smi-topo", "hccn-status",
+            "hccn-hw-stats", "hccn-route"} <= set(KINDS)
 
 
 @pytest.mark.parametrize("kind", KINDS)

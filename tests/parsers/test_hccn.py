@@ -84,8 +84,8 @@ def test_collection_sample_ip_stat_and_link_stat(sample):
     assert stat.counters == {"roce_rx_err_pkt_num": 0, "roce_tx_err_pkt_num": 0}
     # the typo'd echo 'usr/local/...' (no leading slash) still names device 0
     link = collection.get("hccn-link-stat", 0)
-    assert link.device_id == 0 and link.current_time == "Wed Aug 2 03:09:26 2022"
-    assert collection.get("hccn-link-stat", 7).current_time == "Wed Aug 2 03:09:29 2022"
+    assert link.device_id == 0 and link.current_time == "Wed Aug  2 03:09:26 2022"
+    assert collection.get("hccn-link-stat", 7).current_time == "Wed Aug  2 03:09:29 2022"
 
 
 def test_collection_error_keeps_collection_line_numbers(sample):
@@ -111,8 +111,8 @@ def test_link_stat_devid_sample(sample):
     stat = parse_hccn_link_stat(sample("hccn_tool-link_stat-g_910a_mindcluster-faultdiag.txt"))
     assert (stat.device_id, stat.link_up_count, stat.link_down_count) == (0, 2, None)
     assert [(r.time, r.status) for r in stat.records] == [
-        ("Tue Aug 1 14:43:40 2022", "UP"), ("Tue Aug 1 14:43:40 2022", "DOWN"),
-        ("Tue Aug 1 14:43:26 2022", "UP")]
+        ("Tue Aug  1 14:43:40 2022", "UP"), ("Tue Aug  1 14:43:40 2022", "DOWN"),
+        ("Tue Aug  1 14:43:26 2022", "UP")]
 
 
 def test_link_stat_newer_device_prefix():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from click.testing import CliRunner
 from sample_support import SAMPLES_DIR, read_sample
@@ -69,3 +70,22 @@ def test_list_kinds():
     assert result.exit_code == 0
     kinds = result.stdout.split()
     assert "hccn-link-stat" in kinds and "toolkit-install-info" in kinds and kinds == sorted(kinds)
+
+
+TOPO = Path(__file__).parent / "real" / "npu-smi-info-t-topo_910b3-8npu-hccs-prompt_24.1.rc1_ms-swift-doc.txt"
+
+
+def test_new_triage_kinds_are_listed_and_parse_real_captures():
+    kinds = _runner().invoke(parse_command, ["--list"]).stdout.split()
+    assert {"npu-smi-topo", "hccn-status", "hccn-hw-stats", "hccn-route"} <= set(kinds)
+    result = _runner().invoke(parse_command, ["npu-smi-topo", str(TOPO)])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["devices"][0] == "NPU0" and data["links"]["NPU0"]["NPU7"] == "HCCS"
+    assert data["cpu_affinity"]["NPU7"] == "48-71"
+
+
+def test_topo_cut_matrix_exit_1_names_line():
+    text = TOPO.read_text().split("NPU7       HCCS", 1)[0]  # the capture cut before NPU7's row
+    result = _runner().invoke(parse_command, ["npu-smi-topo", "-"], input=text)
+    assert result.exit_code == 1 and "no row for NPU7" in result.stderr

@@ -13,13 +13,22 @@ from pathlib import Path
 import pytest
 
 from ascend_ready.checks.parsers.base import get_parser
-from ascend_ready.checks.parsers.hccn import parse_hccn_fec, parse_hccn_link_stat, parse_hccn_optical
+from ascend_ready.checks.parsers.hccn import (
+    parse_hccn_fec,
+    parse_hccn_hw_stats,
+    parse_hccn_link_stat,
+    parse_hccn_optical,
+    parse_hccn_route,
+    parse_hccn_status,
+)
+from ascend_ready.checks.parsers.lspci import parse_lspci
 from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
 from ascend_ready.checks.parsers.npu_smi_kv import (
     parse_npu_smi_board,
     parse_npu_smi_health,
     parse_npu_smi_usages,
 )
+from ascend_ready.checks.parsers.npu_smi_topo import parse_npu_smi_topo
 from ascend_ready.checks.parsers.version_info import parse_toolkit_install_info
 from ascend_ready.errors import ParseError
 
@@ -52,6 +61,19 @@ KINDS = {
     "hccn_tool-link_stat-g_device-prefix_mindcluster-doc.txt": "hccn-link-stat",
     "ascend_toolkit_install.info_8.1.RC1-bracket-prompt_vllm-ascend-1047.txt": "toolkit-install-info",
     "ascend_toolkit_install.info_8.2.RC1-x86_64_vllm-ascend-2732.txt": "toolkit-install-info",
+    "ascend_toolkit_install.info_8.0.T6-gt-prompt_mllm-npu-readme.txt": "toolkit-install-info",
+    "npu-smi-info-t-board_910a-bare-command_23.0.5_mindcluster-doc.txt": "npu-smi-board",
+    "npu-smi-info-t-topo_910b3-8npu-hccs-prompt_24.1.rc1_ms-swift-doc.txt": "npu-smi-topo",
+    "npu-smi-info-t-topo_910b1-8npu-hccs_23.0.rc2_arthurchiao-blog.txt": "npu-smi-topo",
+    "npu-smi-info-t-topo_ascend910-93-a3-phyid-sio_container_sglang-30453.txt": "npu-smi-topo",
+    "hccn_tool-status-g_eth3-200G-fibre-bare-command_ascend-notes.txt": "hccn-status",
+    "hccn_tool-status-g_eth3-ELIDED_arthurchiao-blog.txt": "hccn-status",
+    "hccn_tool-hw_stats-g_devid3_arthurchiao-blog.txt": "hccn-hw-stats",
+    "hccn_tool-route-g_default-gw_arthurchiao-blog.txt": "hccn-route",
+    "hccn_tool-route-g_no-default-gt-prompt_ascend-notes.txt": "hccn-route",
+    "hccn_tool-lldp-g_huawei-vrp-sysdesc_arthurchiao-blog.txt": "hccn-lldp",
+    "lspci-grep-ZIP_kunpeng920-zip-engine-bare-command_kae-readme.txt": "lspci",
+    "lspci-Dnn-grep-network_kunpeng920-sec-engine-bash-prompt_openeuler-notes.txt": "lspci",
 }
 
 #: file -> (line number, words of the reason) of the ParseError its parser must raise
@@ -60,6 +82,8 @@ REFUSED = {
     "npu-smi-info_910a-xxx-edited-no-proc-header_24.1.rc2_llama-cpp-cann-doc.txt":
         (13, "process-table header"),
     "error_npu-smi_dcmi-8005-module-initialize_vllm-ascend-2698.txt": (2, "printed an error"),
+    # the blog author elided the mode list and the lines after Speed with `...`: not ethtool output
+    "hccn_tool-status-g_eth3-ELIDED_arthurchiao-blog.txt": (12, "'Key: value'"),
 }
 
 
@@ -283,15 +307,138 @@ def test_link_stat_with_down_count_and_flap():
         real("hccn_tool-link_stat-g_flap-with-down-count_hccl-troubleshooting-doc.txt"))
     assert (stat.device_id, stat.current_time) == (0, "Tue Oct 28 21:46:46 2025")
     assert (stat.link_up_count, stat.link_down_count) == (2, 1)
-    assert [(r.time, r.status) for r in stat.records] == [("Sun Oct 5 10:13:51 2025", "UP"),
-                                                          ("Sun Oct 5 10:13:50 2025", "DOWN"),
-                                                          ("Sun Oct 5 10:13:35 2025", "UP")]
+    assert [(r.time, r.status) for r in stat.records] == [("Sun Oct  5 10:13:51 2025", "UP"),
+                                                          ("Sun Oct  5 10:13:50 2025", "DOWN"),
+                                                          ("Sun Oct  5 10:13:35 2025", "UP")]
 
 
 def test_link_stat_device_prefix_without_down_count():
     stat = parse_hccn_link_stat(real("hccn_tool-link_stat-g_device-prefix_mindcluster-doc.txt"))
     assert (stat.device_id, stat.link_up_count, stat.link_down_count) == (0, 2, None)
     assert [r.status for r in stat.records] == ["UP", "DOWN", "UP"]
+
+
+STATUS = "hccn_tool-status-g_eth3-200G-fibre-bare-command_ascend-notes.txt"
+
+
+def test_status_200g_dac_link_up_after_the_bare_command():
+    status = parse_hccn_status(real(STATUS))
+    assert (status.device_id, status.interface, status.speed_mbps) == (3, "eth3", 200000)
+    assert (status.duplex, status.auto_negotiation, status.link_detected) == ("Full", False, True)
+    assert status.port == "Direct Attach Copper"
+    assert len(status.supported_link_modes) == 18 and status.supported_link_modes[-1] == "200000baseCR4/Full"
+    assert status.supported_fec_modes == ["None", "RS"] == status.advertised_fec_modes
+    assert status.fields["Current message level"] == "0x00000036 (54) probe link ifdown ifup"
+
+
+def test_status_cut_before_link_detected_is_refused():
+    # the capture without its last line: a status that does not say whether the link is up is no status
+    text = real(STATUS).rsplit("        Link", 1)[0]
+    with pytest.raises(ParseError) as exc:
+        parse_hccn_status(text)
+    assert "no 'Link detected:' line" in exc.value.reason and exc.value.line_no == 37
+
+
+def test_hw_stats_counters():
+    stats = parse_hccn_hw_stats(real("hccn_tool-hw_stats-g_devid3_arthurchiao-blog.txt"))
+    assert stats.device_id == 3 and len(stats.counters) == 14
+    assert (stats.counters["qp_alloc"], stats.counters["qp_active"], stats.counters["aeqe"]) == (1, 1, 0)
+
+
+@pytest.mark.parametrize(("edit", "line_no"), [
+    (("qp_active: 1", "qp_active: 1x"), 13),        # a garbled value
+    (("[devid 3] aeqe", "[devid 4] aeqe"), 14),     # another device's counter
+    (("[devid 3] ceqe: 0", "[devid 3] ceqe:"), 15),  # the last line cut
+])
+def test_hw_stats_garbled_line_is_named(edit, line_no):
+    text = real("hccn_tool-hw_stats-g_devid3_arthurchiao-blog.txt").replace(*edit)
+    with pytest.raises(ParseError) as exc:
+        parse_hccn_hw_stats(text)
+    assert exc.value.line_no == line_no
+
+
+def test_route_tables_with_and_without_default_gateway():
+    with_gw = parse_hccn_route(real("hccn_tool-route-g_default-gw_arthurchiao-blog.txt"))
+    assert with_gw.device_id == 3 and len(with_gw.routes) == 5
+    default = with_gw.default_route
+    assert (default.gateway, default.iface, default.flags) == ("29.1.0.1", "eth3", "UG")
+    assert [(r.destination, r.prefix_len, r.gateway) for r in with_gw.routes[1:3]] == [
+        ("29.1.0.0", 16, None), ("127.0.0.1", 32, None)]
+    local = parse_hccn_route(real("hccn_tool-route-g_no-default-gt-prompt_ascend-notes.txt"))
+    assert local.default_route is None and local.routes[0].destination == "10.20.11.0"
+    assert {r.iface for r in local.routes} == {"eth3", "lo", "end3v0"}
+
+
+@pytest.mark.parametrize(("edit", "line_no", "words"), [
+    (("0      0        0 lo", "0      0        0"), 6, "7 columns"),          # a row cut mid-way
+    (("255.255.0.0     U", "255.0.255.0     U"), 5, "not a netmask"),          # a garbled Genmask
+    (("192.168.2.0     *", "192.168.2.7     *"), 8, "does not fit Genmask"),  # host bits in the destination
+])
+def test_route_garbled_row_is_named(edit, line_no, words):
+    text = real("hccn_tool-route-g_default-gw_arthurchiao-blog.txt").replace(*edit)
+    with pytest.raises(ParseError) as exc:
+        parse_hccn_route(text)
+    assert exc.value.line_no == line_no and words in exc.value.reason
+
+
+# -- npu-smi info -t topo -----------------------------------------------------------------------------------
+
+def test_topo_910b3_eight_npus_all_hccs_with_cpu_affinity():
+    topo = parse_npu_smi_topo(real("npu-smi-info-t-topo_910b3-8npu-hccs-prompt_24.1.rc1_ms-swift-doc.txt"))
+    assert topo.devices == [f"NPU{i}" for i in range(8)]
+    assert topo.pairs_not("HCCS") == []
+    assert topo.link("NPU0", "NPU7") == "HCCS" and topo.link("NPU3", "NPU3") == "X"
+    assert topo.cpu_affinity == {"NPU0": "144-167", "NPU1": "144-167", "NPU2": "96-119", "NPU3": "96-119",
+                                 "NPU4": "0-23", "NPU5": "0-23", "NPU6": "48-71", "NPU7": "48-71"}
+    assert topo.numa_node == {} and topo.legend["HCCS"] == "Connection traversing HCCS."
+    assert len(topo.matrix) == 64
+
+
+def test_topo_910b1_header_without_leading_tab_and_legend_without_blank_line():
+    topo = parse_npu_smi_topo(real("npu-smi-info-t-topo_910b1-8npu-hccs_23.0.rc2_arthurchiao-blog.txt"))
+    assert topo.pairs_not("HCCS") == [] and topo.cpu_affinity["NPU1"] == "0-23"
+    assert topo.legend["PXB"] == "Path traversing multipul PCIe switches"  # npu-smi's own spelling
+
+
+TOPO_A3 = "npu-smi-info-t-topo_ascend910-93-a3-phyid-sio_container_sglang-30453.txt"
+
+
+def test_topo_a3_phy_ids_sio_and_no_affinity_column():
+    topo = parse_npu_smi_topo(real(TOPO_A3))
+    assert topo.devices == ["Phy-ID12", "Phy-ID13"]
+    assert topo.pairs_not("HCCS") == [("Phy-ID12", "Phy-ID13", "SIO")] and topo.pairs_not("SIO") == []
+    assert topo.cpu_affinity == {} and "HCCS_SW" in topo.legend
+
+
+TOPO_A2 = "npu-smi-info-t-topo_910b3-8npu-hccs-prompt_24.1.rc1_ms-swift-doc.txt"
+
+
+@pytest.mark.parametrize(("edit", "line_no", "words"), [
+    # the matrix cut before NPU7's row
+    (lambda t: "".join(line for line in t.splitlines(True) if not line.startswith("NPU7")), 9,
+     "no row for NPU7"),
+    # a garbled cell, an asymmetric cell, the affinity lost, junk after the legend
+    (lambda t: t.replace("NPU2       HCCS       HCCS       X", "NPU2       HCCS       HCSS       X"), 5,
+     "unknown link type 'HCSS'"),
+    (lambda t: t.replace("NPU2       HCCS       HCCS       X", "NPU2       HCCS       SYS        X"), 5,
+     "NPU1 to NPU2 is HCCS but NPU2 to NPU1 is SYS"),
+    (lambda t: t.replace("HCCS       48-71\n", "HCCS\n", 1), 9, "expected 9"),
+    (lambda t: t + "NPU8       HCCS\n", 21, "legend line"),
+])
+def test_topo_cut_or_garbled_matrix_is_refused(edit, line_no, words):
+    with pytest.raises(ParseError) as exc:
+        parse_npu_smi_topo(edit(real(TOPO_A2)))
+    assert exc.value.line_no == line_no and words in exc.value.reason
+
+
+# -- lspci ------------------------------------------------------------------------------------------------
+
+def test_lspci_after_a_bash_prompt_on_a_kunpeng_host():
+    name = "lspci-Dnn-grep-network_kunpeng920-sec-engine-bash-prompt_openeuler-notes.txt"
+    listing = parse_lspci(real(name))
+    assert [d.bdf for d in listing.devices][:2] == ["0000:06:00.0", "0000:75:00.0"]
+    sec = listing.devices[1]
+    assert (sec.class_id, sec.device_id, sec.is_ascend_npu, sec.npu_model) == ("1000", "a255", False, None)
 
 
 # -- version files -------------------------------------------------------------------------------------------
@@ -302,6 +449,20 @@ def test_toolkit_info_after_a_bracketed_root_prompt():
     assert (info.version, info.innerversion, info.arch) == ("8.1.RC1", "V100R001C21SPC001B238", "aarch64")
     assert (info.layout, info.install_dir) == ("ascend-toolkit", "/usr/local/Ascend/ascend-toolkit/8.1.RC1")
     assert info.compatible_version[-1] == ["V100R001C21"]
+
+
+def test_toolkit_info_8_0_t6_after_a_bare_gt_prompt():
+    info = parse_toolkit_install_info(
+        real("ascend_toolkit_install.info_8.0.T6-gt-prompt_mllm-npu-readme.txt"))
+    assert (info.version, info.innerversion, info.arch) == ("8.0.T6", "V100R001C17B214", "x86_64")
+    assert info.compatible_version[0] == ["V100R001C15", "V100R001C18"]
+
+
+def test_board_after_the_bare_command_of_a_collection():
+    board = parse_npu_smi_board(
+        real("npu-smi-info-t-board_910a-bare-command_23.0.5_mindcluster-doc.txt"))
+    assert (board.npu_id, board.software_version) == (0, "23.0.5")
+    assert (board.pci_device_id, board.chip_count) == ("d801", 1)
 
 
 def test_toolkit_info_x86_64():

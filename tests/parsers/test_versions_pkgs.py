@@ -50,13 +50,16 @@ def test_toolkit_install_info_layouts(sample, name, version, layout, install_dir
     assert (info.layout, info.install_dir) == (layout, install_dir)
 
 
-def test_toolkit_85_path_without_arch_suffix():
-    info = parse_toolkit_install_info("package_name=Ascend-cann-toolkit\nversion=8.5.0\n"
-                                      "path=/usr/local/Ascend/cann-8.5.0\n")
+def test_toolkit_85_path_without_arch_suffix(sample):
+    # the 8.5.0 vendor-doc file with `path=` as CANN 8.5 also writes it (no `<arch>-linux`), and the 8.0.0
+    # capture with the `arm64-linux` suffix of old CANN 5.x installs: real files, one line edited each
+    doc = sample("ascend_toolkit_install.info_8.5.0-newlayout_mindcluster-doc.txt")
+    info = parse_toolkit_install_info(doc.replace("path=/usr/local/Ascend/cann-8.5.0/aarch64-linux",
+                                                  "path=/usr/local/Ascend/cann-8.5.0"))
     assert (info.layout, info.install_dir) == ("cann", "/usr/local/Ascend/cann-8.5.0")
-    old = parse_toolkit_install_info("package_name=Ascend-cann-toolkit\nversion=5.1.RC2\n"
-                                     "path=/usr/local/Ascend/ascend-toolkit/5.1.RC2/arm64-linux\n")
-    assert (old.layout, old.install_dir) == ("ascend-toolkit", "/usr/local/Ascend/ascend-toolkit/5.1.RC2")
+    old = parse_toolkit_install_info(sample("ascend_toolkit_install.info_8.0.0_vllm-ascend-362.txt").replace(
+        "8.0.0/aarch64-linux", "8.0.0/arm64-linux"))
+    assert (old.layout, old.install_dir) == ("ascend-toolkit", "/usr/local/Ascend/ascend-toolkit/8.0.0")
 
 
 def test_nnae_from_collection(sample):
@@ -73,7 +76,7 @@ def test_version_file_garbage_names_line():
     with pytest.raises(ParseError) as err:
         parse_driver_version_info("Version=23.0.7\ncompatible_version_fw=[7.0.0,7.1.99\n")
     assert err.value.line_no == 2
-    with pytest.raises(ParseError, match="no 'Version=' line"):
+    with pytest.raises(ParseError, match="missing 'Version='"):
         parse_driver_version_info("package_version=23.0.7\n")
 
 
