@@ -6,13 +6,23 @@ Launch (the CLI gates every form on a passing `ascend-check` first):
     ascend-train ppo --config ppo-qwen3-lora --nnodes 2 --nproc-per-node 8 \\
         --node-rank 0 --master-addr 10.0.0.1                                     # run on each node
 
-Per step: sample completions from the actor; score them with the shared reward functions; reward per token
-= -kl_coef * (log pi - log pi_ref), plus the score on the last valid token; GAE over the critic's values;
-whiten advantages; then `ppo_epochs` passes over minibatches of the clipped surrogate plus the clipped value
-loss. Tokens after the first EOS are masked everywhere.
+Per step: sample completions from the actor; a completion ends at its first EOS or its first pad (a pad the
+model sampled mid-response ends it too; everything after the end is masked and replaced by pad, and the text
+is scored without it); score them with the shared reward functions; reward per token = -kl_coef * KL
+estimate, plus the score on the last valid token; GAE over the critic's values; whiten advantages; then
+`ppo_epochs` passes over minibatches of the clipped surrogate plus the clipped value loss. Pad slots are
+filled (log-probs with INVALID_LOGPROB, as TRL does; values and advantages with 0), never multiplied by a 0
+mask, so nothing sampled or computed there can turn the loss or a metric into NaN.
+
+KL to the reference (`ppo.kl_estimator`), with r = pi_ref / pi on the sampled token: `k1` = log pi -
+log pi_ref (the default: the per-token penalty of Ziegler et al. and Ouyang et al.) or `k3` = (r - 1) - log r
+(Schulman, "Approximating KL divergence": unbiased too, never negative, lower variance). The same estimator
+gives the `kl` metric.
 
 Differences from Ouyang et al. 2022 / Ziegler et al. 2019: no pretraining-mix (PPO-ptx) term; a fixed KL
-coefficient (no adaptive controller); the value head sits on the policy's own trunk by default
+coefficient (no adaptive controller); an optional k3 KL estimator; the score comes from reward functions
+on the decoded text, not a learned reward model; an unfinished completion can be penalised
+(`missing_eos_penalty`, as in TRL); the value head sits on the policy's own trunk by default
 (`ppo.critic: shared`, as TRL's classic PPOTrainer did) or on a separate copy of the backbone (`separate`),
 trained jointly with `vf_coef`; advantages are whitened per rank. Scale-out: DDP, or with
 `distributed.zero_stage: 3` PyTorch FSDP2 full sharding (ZeRO-3 semantics, optional host offload).
@@ -24,6 +34,7 @@ import math
 import time
 from pathlib import Path
 
+from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.training.checkpoint import (
     latest_checkpoint,
     read_marker,
@@ -47,8 +58,6 @@ from ascend_ready.training.models import (
 from ascend_ready.training.rewards import build_reward_funcs, total_reward
 from ascend_ready.training.trl_glue import CHECKPOINT_DIR, FINAL_DIR
 
-from ascend_ready.errors import ConfigError, TrainingError
-
 torch = require("torch")
 nn = torch.nn
 
@@ -57,11 +66,22 @@ nn = torch.nn
 # ---------------------------------------------------------------------------------------------------------
 
 
+#: What every log-prob in a pad slot is set to before a ratio is taken (TRL's PPOTrainer uses the same value):
+#: policy, rollout and reference then agree there, so the ratio is exactly 1 and the KL exactly 0, whatever
+#: the forward pass produced in that slot (-inf, or a log-ratio whose exp overflows).
+INVALID_LOGPROB = 1.0
+
+
+def _pads(mask):
+    return ~mask.bool()
+
+
 def masked_mean(x, mask, dim=None):
-    mask = mask.to(x.dtype)
-    if dim is None:
-        return (x * mask).sum() / mask.sum().clamp(min=1)
-    return (x * mask).sum(dim) / mask.sum(dim).clamp(min=1)
+    """Mean over the valid entries. Pad entries are selected away, never multiplied by 0 (0 * inf = NaN)."""
+    valid = mask.bool()
+    total = torch.where(valid, x, torch.zeros((), dtype=x.dtype, device=x.device))
+    count = valid.sum() if dim is None else valid.sum(dim)
+    return (total.sum() if dim is None else total.sum(dim)) / count.clamp(min=1).to(x.dtype)
 
 
 def masked_var(x, mask):
@@ -71,29 +91,64 @@ def masked_var(x, mask):
 
 
 def masked_whiten(x, mask, shift_mean: bool = True, eps: float = 1e-8):
-    """(x - mean) / std over the valid entries; padding stays zero."""
+    """(x - mean) / std over the valid entries; padding becomes zero."""
     mean, var = masked_mean(x, mask), masked_var(x, mask)
     out = (x - mean) * torch.rsqrt(var + eps)
     if not shift_mean:
         out = out + mean
-    return out * mask.to(x.dtype)
+    return out.masked_fill(_pads(mask), 0.0)
 
 
-def completion_mask(completion_ids, eos_token_id: int):
-    """1 for every token up to and including the first EOS; also whether each row produced an EOS."""
+def first_true_indices(bools):
+    """Index of the first True in each row, the row length where there is none."""
+    length = bools.shape[-1]
+    positions = torch.arange(length, device=bools.device)
+    return torch.where(bools, positions, length).min(-1).values
+
+
+def completion_mask(completion_ids, eos_token_id: int, pad_token_id: int | None = None):
+    """1 for every token up to and including the first EOS or pad, whichever comes first; also whether each
+    row ended with an EOS (False: cut at the length limit, or by a pad the model sampled mid-response).
+
+    The pad that ends a response stays in it, like an EOS: it is the action that ended the episode, so it
+    gets the score (and the missing-EOS penalty) and the policy learns not to emit it. generate() fills the
+    rest of a finished row with pads; those come after the EOS and are masked with everything else.
+    """
     is_eos = completion_ids == eos_token_id
+    stop = is_eos if pad_token_id is None else is_eos | (completion_ids == pad_token_id)
     length = completion_ids.shape[1]
-    first = torch.where(
-        is_eos.any(1), is_eos.int().argmax(1), torch.full_like(is_eos[:, 0], length, dtype=torch.long)
-    )
-    positions = torch.arange(length, device=completion_ids.device).expand_as(completion_ids)
-    return (positions <= first.unsqueeze(1)).long(), is_eos.any(1)
+    end = first_true_indices(stop)
+    positions = torch.arange(length, device=completion_ids.device)
+    terminated = (end < length) & is_eos.gather(1, end.clamp(max=length - 1).unsqueeze(1)).squeeze(1)
+    return (positions <= end.unsqueeze(1)).long(), terminated
 
 
-def kl_penalized_rewards(scores, logprobs, ref_logprobs, mask, kl_coef: float):
-    """Per-token reward -kl_coef * (logp - ref_logp) on valid tokens, plus the score on the last one."""
-    mask_f = mask.to(logprobs.dtype)
-    rewards = -kl_coef * (logprobs - ref_logprobs) * mask_f
+def end_responses(completion_ids, mask, tokenizer):
+    """The completions with every token after the end replaced by pad, and their texts (what gets scored)."""
+    ids = completion_ids.masked_fill(_pads(mask), tokenizer.pad_token_id)
+    return ids, tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+
+def kl_per_token(logprobs, ref_logprobs, mask, estimator: str = "k1"):
+    """Per-token estimate of KL(pi || pi_ref) from tokens sampled by pi, 0 on padding.
+
+    With log r = log pi_ref - log pi (Schulman, "Approximating KL divergence"): k1 = -log r, unbiased but
+    negative on some tokens; k3 = (r - 1) - log r, also unbiased, never negative, lower variance.
+    """
+    pads = _pads(mask)
+    log_r = ref_logprobs.masked_fill(pads, INVALID_LOGPROB) - logprobs.masked_fill(pads, INVALID_LOGPROB)
+    if estimator == "k1":
+        kl = -log_r
+    elif estimator == "k3":
+        kl = torch.expm1(log_r) - log_r
+    else:
+        raise ValueError(f"unknown KL estimator {estimator!r} (k1 or k3)")
+    return kl.masked_fill(pads, 0.0)
+
+
+def kl_penalized_rewards(scores, logprobs, ref_logprobs, mask, kl_coef: float, kl_estimator: str = "k1"):
+    """Per-token reward -kl_coef * KL estimate on valid tokens, plus the score on the last one."""
+    rewards = -kl_coef * kl_per_token(logprobs, ref_logprobs, mask, kl_estimator)
     last = (mask.sum(1) - 1).clamp(min=0)
     rewards[torch.arange(len(scores)), last] += scores.to(rewards.dtype)
     return rewards
@@ -101,8 +156,8 @@ def kl_penalized_rewards(scores, logprobs, ref_logprobs, mask, kl_coef: float):
 
 def gae(rewards, values, mask, gamma: float, lam: float):
     """GAE; the value after the last valid token is 0. Returns (advantages, returns)."""
-    mask_f = mask.to(values.dtype)
-    values, rewards = values * mask_f, rewards * mask_f
+    pads = _pads(mask)
+    values, rewards = values.masked_fill(pads, 0.0), rewards.masked_fill(pads, 0.0)
     advantages = torch.zeros_like(rewards)
     last_gae = torch.zeros_like(rewards[:, 0])
     steps = rewards.shape[1]
@@ -111,13 +166,19 @@ def gae(rewards, values, mask, gamma: float, lam: float):
         delta = rewards[:, t] + gamma * next_value - values[:, t]
         last_gae = delta + gamma * lam * last_gae
         advantages[:, t] = last_gae
-    advantages = advantages * mask_f
-    return advantages, (advantages + values) * mask_f
+    advantages = advantages.masked_fill(pads, 0.0)
+    return advantages, (advantages + values).masked_fill(pads, 0.0)
 
 
 def policy_loss(logprobs, old_logprobs, advantages, mask, clip: float):
-    """Clipped surrogate, token mean. Returns (loss, clip fraction, approx KL old->new)."""
-    log_ratio = logprobs - old_logprobs
+    """Clipped surrogate, token mean. Returns (loss, clip fraction, approx KL old->new).
+
+    Pad slots are filled before the ratio is taken, so no inf is ever computed there: selecting it away
+    afterwards would still leave a NaN gradient (0 * inf) behind the exp.
+    """
+    pads = _pads(mask)
+    log_ratio = logprobs.masked_fill(pads, INVALID_LOGPROB) - old_logprobs.masked_fill(pads, INVALID_LOGPROB)
+    advantages = advantages.masked_fill(pads, 0.0)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - clip, 1.0 + clip)
@@ -129,10 +190,19 @@ def policy_loss(logprobs, old_logprobs, advantages, mask, clip: float):
 
 def value_loss(values, old_values, returns, mask, clip: float):
     """0.5 * max of squared errors of the raw and the clipped value. Returns (loss, clip fraction)."""
+    pads = _pads(mask)
+    values, old_values, returns = (v.masked_fill(pads, 0.0) for v in (values, old_values, returns))
     clipped_values = old_values + torch.clamp(values - old_values, -clip, clip)
     err, err_clipped = (values - returns) ** 2, (clipped_values - returns) ** 2
     loss = 0.5 * masked_mean(torch.maximum(err, err_clipped), mask)
     return loss, masked_mean((err_clipped > err).float(), mask)
+
+
+def entropy_from_logits(logits):
+    """Per-token entropy; a forbidden token (logit -inf, p = 0) adds 0, not 0 * -inf."""
+    logp = torch.log_softmax(logits.float(), -1)
+    p = logp.exp()
+    return -(p * logp.masked_fill(p == 0, 0.0)).sum(-1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -432,14 +502,14 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
 
     if not resume:
         evaluate()
-    eos = tokenizer.eos_token_id
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     try:
         while step < cfg.max_steps:
             t0 = time.perf_counter()
             rows = batch_rows(prompts.train, step, rt, cfg.batch_size, cfg.seed)
             # --- rollout -------------------------------------------------------------------------------
             policy.eval()
-            enc, completion_ids, texts = generate(
+            enc, completion_ids, _ = generate(
                 policy.actor,
                 tokenizer,
                 [r["prompt"] for r in rows],
@@ -450,7 +520,9 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
                 max_prompt_length=gen.max_prompt_length,
             )
             t_gen = time.perf_counter() - t0
-            mask, terminated = completion_mask(completion_ids, eos)
+            mask, terminated = completion_mask(completion_ids, eos, pad)
+            # Scored, and fed back, without whatever was sampled after the end (a pad mid-response).
+            completion_ids, texts = end_responses(completion_ids, mask, tokenizer)
             prompt_len = enc["input_ids"].shape[1]
             attention = torch.cat([enc["attention_mask"], mask], 1)
             batch = {
@@ -476,7 +548,10 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
                     if p.kl_coef > 0
                     else old_logprobs
                 )
-                rewards = kl_penalized_rewards(scores, old_logprobs, ref_logprobs, mask, p.kl_coef)
+                kl = kl_per_token(old_logprobs, ref_logprobs, mask, p.kl_estimator)
+                rewards = kl_penalized_rewards(
+                    scores, old_logprobs, ref_logprobs, mask, p.kl_coef, p.kl_estimator
+                )
                 advantages, returns = gae(rewards, old_values, mask, p.gamma, p.lam)
                 if p.whiten_advantages:
                     advantages = masked_whiten(advantages, mask)
@@ -512,8 +587,8 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
                     torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.optim.max_grad_norm)
                     optimizer.step()
                     with torch.no_grad():
-                        logp_all = torch.log_softmax(logits[:, prompt_len - 1 : -1].float(), -1)
-                        entropy = masked_mean(-(logp_all.exp() * logp_all).sum(-1), mask[idx])
+                        tempered = logits[:, prompt_len - 1 : -1].float() / gen.temperature
+                        entropy = masked_mean(entropy_from_logits(tempered), mask[idx])
                     for k, v in zip(stats, (pg, vf, clipfrac, vclip, approx_kl, entropy), strict=True):
                         stats[k].append(v.item())
             scheduler.step()
@@ -521,7 +596,7 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
             # --- bookkeeping --------------------------------------------------------------------------
             elapsed = time.perf_counter() - t0
             n_tokens = float(mask.sum())
-            kl_seq = ((old_logprobs - ref_logprobs) * mask).sum(1).mean()
+            kl_seq = kl.sum(1).mean()
             metrics = {
                 "reward/mean": raw_scores.mean().item(),
                 "reward/std": raw_scores.std(unbiased=False).item(),
