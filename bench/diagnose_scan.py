@@ -1,0 +1,169 @@
+"""Streaming benchmark of `ascend-check diagnose` (issue 14 target: a 1 GB log in under 10 s, bounded memory).
+
+Writes a log of --size-gb in a temp dir: noise lines built from real `ascend-train` output (tests/diagnose/
+data/clean_*.log) and the vLLM/torch_npu warnings real jobs print (one in a hundred lines passes the
+prefilter and is matched against the knowledge base for nothing), with eight real error lines from
+../shared/ascend-samples and the knowledge base spread through it. Then it runs the command a user runs,
+`ascend-check diagnose FILE --format json`, as a child process, and reports wall seconds, the child's
+peak RSS (resource.getrusage(RUSAGE_CHILDREN)), throughput, and whether every planted line was found on
+its line number.
+
+    .venv/bin/python bench/diagnose_scan.py [--size-gb 1] [--keep] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+from sample_support import read_sample  # noqa: E402  (the samples' header stripping, shared with tests)
+
+BLOCK_LINES = 40_000
+
+
+def _noise_templates() -> list[str]:
+    lines = []
+    for path in sorted((REPO / "tests/diagnose/data").glob("clean_*.log")):
+        lines += [line for line in path.read_text().splitlines() if line.strip()]
+    return lines
+
+
+# Real lines that pass the prefilter but are no failure (vllm-ascend#1127, #397): the candidate path.
+_BENIGN = [
+    "[rank7]:[W609 06:57:47.819535026 compiler_depend.ts:877] Warning: The HCCL execution timeout was set "
+    "to never timeout, so it is bigger than watchdog timeout 1800000ms which is set by init_process_group! "
+    "The plog may not be recorded. You can disable watchdog by 'export HCCL_ASYNC_ERROR_HANDLING=0'. "
+    "(function ProcessGroupHCCL)",
+    "[rank0]:[W326 11:49:12.331714626 compiler_depend.ts:133] Warning: Warning: Device do not support double "
+    "dtype now, dtype cast repalce with float. (function operator())",
+]
+
+
+def _planted() -> list[tuple[str, str]]:
+    """(code, line): real error lines, one per family."""
+    ei0006 = read_sample("error_hccl_EI0006-getting-socket-timeout_vllm-ascend-486.txt").splitlines()
+    rt = read_sample("error_runtime_107001-invalid-device-id-EE8888_gpustack-3352.txt").splitlines()
+    hccl = read_sample("error_torch-npu_libhccl-not-found_docker-build_MinerU-2537.txt").splitlines()
+    dcmi = read_sample("error_npu-smi_dcmi-8020-device-used_cann-container-image-46.txt").splitlines()
+    return [
+        ("EI0006", ei0006[3].replace("[rank1]", "[rank2]")),
+        ("107001", rt[1]),
+        ("EE8888", rt[2].replace("RUNTIME(42,", "RUNTIME(43,")),
+        ("libhccl.so", hccl[7]),
+        ("-8020", dcmi[2]),
+        (
+            "NPU out of memory",
+            "[rank5]: RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB "
+            "total capacity; 10.24 GiB already allocated; 10.24 GiB current active; 19.52 MiB free; "
+            "10.65 GiB reserved in total by PyTorch)",
+        ),
+        (
+            "WorkHCCL timeout",
+            "[rank6]:[E324 13:00:25.428029551 compiler_depend.ts:574] [Rank 6] Watchdog caught "
+            "collective operation timeout: WorkHCCL(SeqNum=196, OpType=ALLREDUCE, Timeout(ms)=3600000) "
+            "ran for 3600185 milliseconds before timing out.",
+        ),
+        ("EZ9999", "[rank4]: EZ9999: Inner Error!"),
+    ]
+
+
+def _block(rng: random.Random, templates: list[str]) -> bytes:
+    out = []
+    for i in range(BLOCK_LINES):
+        if i % 100 == 0:
+            out.append(rng.choice(_BENIGN))
+            continue
+        line = rng.choice(templates)
+        rank = rng.randrange(8)
+        out.append(
+            f"[default{rank}]:{line}" if rng.random() < 0.5 else line.replace("step ", f"step {i} ", 1)
+        )
+    return ("\n".join(out) + "\n").encode()
+
+
+def write_log(path: Path, size_bytes: int, seed: int = 0) -> dict[str, int]:
+    """The log, and the 1-based line number each planted code was written on."""
+    rng = random.Random(seed)
+    templates = _noise_templates()
+    blocks = [_block(rng, templates) for _ in range(8)]
+    planted = _planted()
+    written, lineno, where = 0, 0, {}
+    every = max(1, size_bytes // (len(planted) + 1))
+    with open(path, "wb", buffering=1 << 20) as fh:
+        while written < size_bytes:
+            block = blocks[rng.randrange(len(blocks))]
+            fh.write(block)
+            written += len(block)
+            lineno += BLOCK_LINES
+            if len(where) < len(planted) and written >= every * (len(where) + 1):
+                code, line = planted[len(where)]
+                fh.write(line.encode() + b"\n")
+                written += len(line) + 1
+                lineno += 1
+                where[code] = lineno
+    return where
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size-gb", type=float, default=1.0)
+    ap.add_argument("--keep", action="store_true", help="keep the generated log")
+    ap.add_argument("--json", help="write the figures here")
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="diagnose-bench-"))
+    log = tmp / "train.log"
+    t0 = time.perf_counter()
+    where = write_log(log, int(args.size_gb * (1 << 30)))
+    gen_s = time.perf_counter() - t0
+    size = log.stat().st_size
+
+    cmd = [str(Path(sys.executable).with_name("ascend-check")), "diagnose", str(log), "--format", "json"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode not in (0, 1):
+        print(proc.stderr, file=sys.stderr)
+        return 2
+    report = json.loads(proc.stdout)
+    found = {f["code"]: f["evidence"][0]["line"] for f in report["findings"]}
+    missed = {c: n for c, n in where.items() if found.get(c) != n}
+    figures = {
+        "size_bytes": size,
+        "lines": report["lines"],
+        "generate_s": round(gen_s, 2),
+        "scan_wall_s": round(wall, 3),
+        "scan_cpu_s": round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 3),
+        "peak_rss_mib": round(after.ru_maxrss / 1024, 1),
+        "throughput_mib_s": round(size / (1 << 20) / wall, 1),
+        "planted": len(where),
+        "found_on_their_lines": len(where) - len(missed),
+        "target_met": wall < 10 and not missed,
+    }
+    for key, value in figures.items():
+        print(f"{key:22} {value}")
+    if missed:
+        print(f"MISSED (code: planted line): {missed}; found: {found}", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
+    if args.keep:
+        print(f"log kept: {log}")
+    else:
+        log.unlink()
+        tmp.rmdir()
+    return 0 if not missed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

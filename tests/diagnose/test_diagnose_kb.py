@@ -1,0 +1,78 @@
+"""The knowledge base is valid data: every check id it names exists, every entry is cited, its examples
+match, and the model refuses what it should (unknown fields, examples the patterns or the prefilter miss)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from ascend_ready.checks.diagnose import load_knowledge_base
+from ascend_ready.checks.diagnose.model import KB_FILE, KnowledgeBase
+from ascend_ready.checks.registry import all_checks
+from ascend_ready.errors import ConfigError
+
+KB = load_knowledge_base()
+
+
+def test_every_check_id_exists():
+    known = set(all_checks())
+    unknown = {(e.id, c) for e in KB.entries for c in e.check_ids if c not in known}
+    assert not unknown, f"not an `ascend-check list` id: {sorted(unknown)}"
+
+
+def test_the_knowledge_base_covers_the_common_families():
+    codes = {e.code for e in KB.entries}
+    assert {"EI0006", "EI0002", "EI9999", "EE8888", "EE9999", "EZ9999", "E30006", "EL0004"} <= codes
+    assert {"507033", "507035", "507899", "107001", "107002", "100000"} <= codes
+    assert {"libhccl.so", "libascend_hal.so", "-8020", "-8005", "NPU out of memory", "set_env.sh"} <= codes
+    assert "E39999" in KB.entries[[e.id for e in KB.entries].index("cann-inner-error")].examples
+    assert len(KB.entries) >= 45
+
+
+def test_every_entry_is_cited_and_has_what_the_report_needs():
+    for e in KB.entries:
+        assert e.sources and e.examples and e.causes and e.fix.strip(), e.id
+        assert all(s.startswith("https://") or "#" in s or ":" in s for s in e.sources), e.id
+
+
+def _raw() -> dict:
+    return yaml.safe_load(KB_FILE.read_text())
+
+
+def test_unknown_fields_are_refused():
+    data = _raw()
+    data["entries"][0]["severity"] = "high"
+    with pytest.raises(ValueError, match="Extra inputs are not permitted"):
+        KnowledgeBase.model_validate(data)
+
+
+def test_an_example_its_patterns_miss_is_refused():
+    data = _raw()
+    data["entries"][0]["examples"] = ["nothing to see here: rror"]
+    with pytest.raises(ValueError, match="no pattern matches its example"):
+        KnowledgeBase.model_validate(data)
+
+
+def test_an_example_the_prefilter_skips_is_refused():
+    data = copy.deepcopy(_raw())
+    data["prefilter"] = ["ZZZ"]
+    with pytest.raises(ValueError, match="the prefilter would skip its example"):
+        KnowledgeBase.model_validate(data)
+
+
+def test_an_uncited_entry_is_refused():
+    data = _raw()
+    data["entries"][0]["sources"] = ["a forum somewhere"]
+    with pytest.raises(ValueError, match="not a URL or owner/repo#N"):
+        KnowledgeBase.model_validate(data)
+
+
+def test_a_broken_file_is_a_config_error_with_field_messages(tmp_path):
+    data = _raw()
+    del data["entries"][1]["fix"]
+    path = tmp_path / "kb.yml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"entries\.1\.fix: Field required"):
+        load_knowledge_base(path)
