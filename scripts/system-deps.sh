@@ -4,6 +4,7 @@
 #   iproute2         the cluster's bridge, veths and routes
 #   openssh-client   ssh-keygen for host/controller keys, ssh for users
 #   util-linux       nsenter (`ascend-sim exec`), mount
+#   chromium         headless screenshots of `ascend-check --html` pages (tests/checks/test_html_report.py)
 # The kernel must offer overlayfs and FUSE (/dev/fuse) for the nodes' roots and kernel-knob files.
 set -euo pipefail
 need=()
@@ -11,6 +12,7 @@ command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v ip >/dev/null || need+=(iproute2)
 command -v ssh-keygen >/dev/null || need+=(openssh-client)
 command -v nsenter >/dev/null || need+=(util-linux)
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "error: missing system packages: ${need[*]}; run as root, or: sudo apt-get install -y ${need[*]}" >&2

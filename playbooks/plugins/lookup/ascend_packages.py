@@ -2,7 +2,8 @@
 
 A directory source is verified here on the controller (sha256 against its SHA256SUMS, digests cached by
 path, size and mtime so re-runs do not re-read gigabytes); an HTTP mirror's files are verified on the
-node by get_url's checksum. Either way a missing or corrupt file fails the host before any change.
+node by get_url's checksum. Either way a missing or corrupt file fails the host before any change, and
+one run names every file that is missing, unlisted or corrupt (with the sha256 the manifest expects).
 """
 
 from __future__ import annotations
@@ -25,8 +26,29 @@ description:
 options:
   _terms:
     description:
-      - File names, or C(wheel:NAME==VERSION) for the wheel of that release that fits I(python) and I(arch).
-    required: true
+      - File names, or C(wheel:REQUIREMENT) (C(wheel:torch==2.5.1), C(wheel:numpy>=1.19.2,<2.0)) for the
+        wheels that satisfy it and fit I(python) and I(arch).
+    required: false
+  stack:
+    description:
+      - A resolved stack (the ascend_stack lookup's result) whose files are checked as well - its installers
+        and wheel requirements, as C(ascend-matrix packages) lists them (ascend_ready.provision.packages).
+    type: dict
+  requirements:
+    description: CANN's Python dependencies to check with I(stack) (default - the list of the CANN guide).
+    type: list
+    elements: str
+  wheels:
+    description: With I(stack), check its wheels too (false - the wheels come from an index).
+    type: bool
+    default: true
+  problems:
+    description:
+      - "C(raise) fails with one error naming every problem; C(return) returns
+        C({files: {name: sha256}, problems: [message, ...]}) so a task can assert on it."
+    type: str
+    default: raise
+    choices: [raise, return]
   source:
     description: A directory on the controller, or an http(s) URL of a mirror.
     type: str
@@ -42,7 +64,7 @@ options:
 
 RETURN = r"""
 _raw:
-  description: "{file name: sha256}"
+  description: "{file name: sha256}, or with problems=return {files: {file name: sha256}, problems: [str]}"
   type: list
   elements: dict
 """
@@ -63,15 +85,30 @@ def parse_manifest(text: str, origin: str) -> dict[str, str]:
     return out
 
 
-def wheel_files(names, project: str, version: str | None, python: str | None, arch: str) -> list[str]:
-    """Wheel files among `names` of `project` (any version if None) that install on CPython `python`
-    (any if None) on `arch`; pure-Python (py3-none-any) wheels fit every Python and arch."""
-    dist = project.replace("-", "_").lower()
+def _fits(version: str, wanted) -> bool:
+    """`version` satisfies `wanted`: None (any), a version string (==, local label ignored as PEP 440
+    does: 2.5.1 matches 2.5.1+cpu) or a packaging SpecifierSet."""
+    if wanted is None:
+        return True
+    if isinstance(wanted, str):
+        return version == wanted or version.split("+", 1)[0] == wanted
+    from packaging.version import InvalidVersion
+
+    try:
+        return wanted.contains(version, prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+def wheel_files(names, project: str, version, python: str | None, arch: str) -> list[str]:
+    """Wheel files among `names` of `project` whose version fits `version` (see _fits) that install on
+    CPython `python` (any if None) on `arch`; pure-Python (py3-none-any) wheels fit every Python and arch."""
+    dist = project.replace("-", "_").replace(".", "_").lower()
     out = []
     for name in names:
         base = name.rsplit("/", 1)[-1]
         parts = base[:-4].split("-") if base.endswith(".whl") else []
-        if len(parts) < 5 or parts[0].lower() != dist or (version and parts[1] != version):
+        if len(parts) < 5 or parts[0].lower().replace(".", "_") != dist or not _fits(parts[1], version):
             continue
         pys, plats = parts[-3].split("."), parts[-1].split(".")
         py_ok = python is None or "cp" + str(python).replace(".", "") in pys or "py3" in pys
@@ -80,20 +117,39 @@ def wheel_files(names, project: str, version: str | None, python: str | None, ar
     return sorted(out)
 
 
-def _expand(names, sums: dict[str, str], where: str, python: str | None, arch: str | None) -> list[str]:
-    """Plain names stay; `wheel:NAME[==VERSION]` becomes the fitting wheel files of the manifest."""
+def _requirement(text: str):
+    """(project, version wanted) of a `wheel:` term: NAME, NAME==VERSION or a PEP 508 requirement."""
+    if not any(c in text for c in "<>!~;[ ") and text.count("==") <= 1:
+        project, _, version = text.partition("==")
+        return project.strip(), version.strip() or None
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        raise AnsibleLookupError(f"wheel:{text}: not a requirement ({exc})") from None
+    return req.name, req.specifier or None
+
+
+def _expand(names, sums: dict[str, str], where: str, python: str | None, arch: str | None,
+            problems: list[str]) -> list[str]:
+    """Plain names stay; `wheel:REQUIREMENT` becomes the fitting wheel files of the manifest (a
+    requirement no wheel satisfies is added to `problems`)."""
     out = []
     for name in names:
         if not name.startswith("wheel:"):
             out.append(name)
             continue
-        project, _, version = name[len("wheel:"):].partition("==")
+        text = name[len("wheel:"):]
+        project, version = _requirement(text)
         if not project or not arch:
             raise AnsibleLookupError(f"{name}: write wheel:NAME[==VERSION] and give arch=")
-        found = wheel_files(sums, project, version or None, python, arch)
+        found = wheel_files(sums, project, version, python, arch)
         if not found:
-            which, py = f"{project} {version}".strip(), f"CPython {python}" if python else "any Python"
-            raise AnsibleLookupError(f"no {which} wheel for {py} on {arch} in {where}")
+            which = text if not isinstance(version, str | None) else f"{project} {version or ''}"
+            py = f"CPython {python}" if python else "any Python"
+            problems.append(f"no {which.strip()} wheel for {py} on {arch} in {where}; add it to wheelhouse/ "
+                            f"(`ascend-matrix packages` prints the pip download command) and to the manifest")
         out.extend(found)
     return out
 
@@ -137,10 +193,26 @@ class _DigestCache:
             os.replace(tmp, self.path)  # forks racing: the last complete file wins, never a torn one
 
 
-def verify(names, source: str, manifest_name: str = "SHA256SUMS",
-           cache_file: str = "~/.cache/ascend-ready/sha256.json", python: str | None = None,
-           arch: str | None = None) -> dict[str, str]:
-    """{name: sha256} for every name; AnsibleLookupError naming the first missing or corrupt file."""
+def stack_terms(stack: dict, requirements: list[str] | None = None, wheels: bool = True) -> list[str]:
+    """The files of a resolved stack, as ascend-matrix packages lists them (one list for both)."""
+    try:
+        from ascend_ready.provision.packages import required_files
+    except ImportError as exc:
+        raise AnsibleLookupError(f"ascend_packages needs the ascend_ready package in the controller's Python "
+                                 f"({exc}); run ansible-playbook from its environment") from None
+    terms = required_files(stack, cann=requirements)
+    return terms if wheels else [t for t in terms if not t.startswith("wheel:")]
+
+
+def check(names, source: str, manifest_name: str = "SHA256SUMS",
+          cache_file: str = "~/.cache/ascend-ready/sha256.json", python: str | None = None,
+          arch: str | None = None) -> tuple[dict[str, str], list[str]]:
+    """({name: sha256} of the files that are fine, [every problem]) for `names` in `source`.
+
+    A problem names the file and what to do: not in the manifest, missing (with the sha256 expected),
+    corrupt (sha256 found and expected), or no wheel satisfies a `wheel:` requirement. Only an unreadable
+    source or manifest raises, since nothing can be judged then.
+    """
     remote = source.startswith(("http://", "https://"))
     where = f"{source.rstrip('/')}/{manifest_name}"
     if remote:
@@ -157,29 +229,52 @@ def verify(names, source: str, manifest_name: str = "SHA256SUMS",
             with open(where) as fh:
                 text = fh.read()
         except OSError as exc:
-            raise AnsibleLookupError(f"cannot read the package manifest {where}: {exc.strerror}") from None
+            raise AnsibleLookupError(f"cannot read the package manifest {where}: {exc.strerror}; write it "
+                                     f"with `ascend-matrix manifest {source}`") from None
     sums = parse_manifest(text, where)
-    names = _expand(names, sums, where, python, arch)
+    problems: list[str] = []
+    names = list(dict.fromkeys(_expand(names, sums, where, python, arch, problems)))
     cache = None if remote else _DigestCache(cache_file)
     out = {}
     try:
         for name in names:
             if name not in sums:
-                raise AnsibleLookupError(f"package {name} is not listed in {where}; add it to the source "
-                                         f"and its manifest")
+                problems.append(f"package {name} is not listed in {where}; add it to the source and its "
+                                f"manifest (`ascend-matrix manifest DIR`)")
+                continue
             if cache is not None:
                 path = os.path.join(source, name)
                 if not os.path.isfile(path):
-                    raise AnsibleLookupError(f"package {name} is missing from {source}")
+                    problems.append(f"package {name} is missing from {source} ({manifest_name} expects "
+                                    f"sha256 {sums[name]}); download it again")
+                    continue
                 got = cache.digest(path)
                 if got != sums[name]:
-                    raise AnsibleLookupError(f"package {name} is corrupt: sha256 {got}, but {manifest_name} "
-                                             f"says {sums[name]}; download it again")
+                    problems.append(f"package {name} is corrupt: sha256 {got}, but {manifest_name} says "
+                                    f"{sums[name]}; download it again")
+                    continue
             out[name] = sums[name]
     finally:
         if cache is not None:
             cache.save()
+    return out, problems
+
+
+def verify(names, source: str, manifest_name: str = "SHA256SUMS",
+           cache_file: str = "~/.cache/ascend-ready/sha256.json", python: str | None = None,
+           arch: str | None = None) -> dict[str, str]:
+    """{name: sha256} for every name; one AnsibleLookupError naming every missing or corrupt file."""
+    out, problems = check(names, source, manifest_name, cache_file, python, arch)
+    if problems:
+        raise AnsibleLookupError(problem_message(problems, source))
     return out
+
+
+def problem_message(problems: list[str], source: str) -> str:
+    if len(problems) == 1:
+        return problems[0]
+    lines = "\n".join(f"- {p}" for p in problems)
+    return f"{len(problems)} problems with the package source {source}:\n{lines}"
 
 
 class LookupModule(LookupBase):
@@ -188,5 +283,15 @@ class LookupModule(LookupBase):
         names = []
         for term in terms:
             names.extend(term if isinstance(term, list) else [term])
-        return [verify([str(n) for n in names], str(self.get_option("source")), self.get_option("manifest"),
-                       self.get_option("cache"), self.get_option("python"), self.get_option("arch"))]
+        names = [str(n) for n in names]
+        if self.get_option("stack"):
+            names += stack_terms(self.get_option("stack"), self.get_option("requirements"),
+                                 self.get_option("wheels"))
+        source = str(self.get_option("source"))
+        files, problems = check(names, source, self.get_option("manifest"), self.get_option("cache"),
+                                self.get_option("python"), self.get_option("arch"))
+        if self.get_option("problems") == "return":
+            return [{"files": files, "problems": problems}]
+        if problems:
+            raise AnsibleLookupError(problem_message(problems, source))
+        return [files]

@@ -1,0 +1,294 @@
+"""The offline package directory of a stack: every file it must hold (the `.run` installers named as
+`resolve()` names them, the wheelhouse), where each is downloaded, and its SHA256SUMS manifest.
+
+`ascend-matrix packages` and `ascend-matrix manifest` show and write these; the playbooks' package
+check (lookup `ascend_packages`) verifies a directory against the same list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from ascend_ready.errors import ConfigError, MatrixError
+from ascend_ready.provision.matrix import (
+    DEFAULT_ARCH,
+    Matrix,
+    MatrixModel,
+    ResolvedStack,
+    load_matrix,
+    resolve,
+)
+from ascend_ready.provision.versions import version_key
+
+MANIFEST = "SHA256SUMS"
+WHEELHOUSE = "wheelhouse"
+
+#: CANN's Python dependencies (CANN install guide, "安装依赖", instg_0045 of the 9.0.0 guide; the same
+#: list since 7.0): numpy >= 1.19.2 (< 2.0 below Python 3.13), decorator >= 4.4.0, sympy >= 1.5.1,
+#: cffi >= 1.12.3, protobuf 3.20.x, and attrs, cython, pyyaml, pathlib2, scipy, requests, psutil,
+#: absl-py. The python_env role installs the same list (python_env_cann_requirements; a test keeps the
+#: two equal).
+CANN_PYTHON_REQUIREMENTS: tuple[str, ...] = (
+    "numpy>=1.19.2,<2.0",
+    "decorator>=4.4.0",
+    "sympy>=1.5.1",
+    "cffi>=1.12.3",
+    "protobuf>=3.20,<3.21",
+    "attrs",
+    "cython",
+    "pyyaml",
+    "pathlib2",
+    "scipy",
+    "requests",
+    "psutil",
+    "absl-py",
+)
+#: numpy 1.x has no wheels for Python 3.13; the guide caps numpy below 2.0 only for older Pythons.
+_NUMPY_313 = "numpy>=1.19.2"
+
+#: PyTorch's CPU build for x86_64 (the default PyPI wheel pulls in the CUDA libraries); aarch64's PyPI
+#: wheel is already CPU-only. Ascend/pytorch README: `pip3 install torch==X+cpu --index-url ...`.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+# Where each file is downloaded, by page name (the pages move; their names stay). docs/packages.md
+# walks through both sites: the Ascend community site (community editions) and Huawei Support (commercial).
+HDK_PAGE = ("hiascend.com > Firmware and Drivers > {product} > CANN {cann} > Ascend HDK {hdk} ({arch}); "
+            "or Huawei Support > Ascend HDK > {hdk}")
+CANN_PAGE = "hiascend.com > Downloads > CANN {cann} ({arch}); or Huawei Support > CANN > {cann}"
+PYPI_PAGE = "PyPI: {project} {version}"
+
+Component = Literal["driver", "firmware", "toolkit", "kernels", "ops", "nnal"]
+
+
+class PackageFile(MatrixModel):
+    """One `.run` installer the directory must hold, at its top level, under this exact name."""
+
+    name: str = Field(description="file name, as Huawei publishes it")
+    component: Component
+    download: str = Field(description="the page it is downloaded from")
+    comes_in: str | None = Field(None, description="the archive it is published in, when it is one")
+
+
+class WheelRequirement(MatrixModel):
+    """One requirement the wheelhouse must satisfy for the node's Python and arch (plus what it requires)."""
+
+    requirement: str = Field(description="PEP 508 requirement, e.g. torch==2.5.1 or numpy>=1.19.2,<2.0")
+    file: str = Field(description="the wheel file it resolves to (a glob), under wheelhouse/")
+    why: str
+    download: str
+
+
+class PackagePlan(MatrixModel):
+    """Everything the offline package directory needs for one stack on one OS, arch and Python."""
+
+    stack: str
+    product: str
+    arch: str
+    os: str | None
+    python: str
+    glibc_floor: str
+    installers: list[PackageFile]
+    wheels: list[WheelRequirement]
+    wheel_platforms: list[str] = Field(description="pip platform tags the wheels may carry")
+    pip_download: list[str] = Field(description="argv that fills wheelhouse/ on a connected machine")
+    notes: list[str]
+
+
+def cann_requirements(python: str | None = None) -> list[str]:
+    """CANN's Python dependencies for `python` (MAJOR.MINOR; None: the list as the guide gives it)."""
+    out = list(CANN_PYTHON_REQUIREMENTS)
+    if python is not None and version_key(python) >= version_key("3.13"):
+        out[0] = _NUMPY_313
+    return out
+
+
+def _wheel_glob(project: str, version: str, python: str | None, arch: str) -> str:
+    dist = project.replace("-", "_")
+    py = f"cp{python.replace('.', '')}-cp{python.replace('.', '')}" if python else "*"
+    return f"{WHEELHOUSE}/{dist}-{version}-{py}-*_{arch}.whl"
+
+
+def _requirement_name(requirement: str) -> str:
+    for i, c in enumerate(requirement):
+        if c in "<>=!~;[ ":
+            return requirement[:i]
+    return requirement
+
+
+def wheel_requirements(stack: ResolvedStack | dict, python: str | None = None,
+                       cann: list[str] | None = None) -> list[WheelRequirement]:
+    """What the wheelhouse must hold for `stack`: pip, torch, torch_npu and CANN's Python dependencies.
+
+    `python` is the node's Python (default: the stack's); `cann` replaces CANN's list (the playbook
+    passes python_env_cann_requirements where the inventory sets it).
+    """
+    s = stack if isinstance(stack, dict) else stack.model_dump(mode="json")
+    python = python or s["python"]
+    arch = s["arch"]
+    torch_file = (_wheel_glob("torch", f"{s['torch']}+cpu", python, arch) if arch == "x86_64"
+                  else _wheel_glob("torch", s["torch"], python, arch))
+    torch_from = (f"the PyTorch index {TORCH_CPU_INDEX} (CPU build torch=={s['torch']}+cpu)"
+                  if arch == "x86_64" else PYPI_PAGE.format(project="torch", version=s["torch"]))
+    out = [
+        WheelRequirement(requirement="pip", file=f"{WHEELHOUSE}/pip-*-py3-none-any.whl",
+                         why="python_env bootstraps the venv's pip from the wheelhouse",
+                         download=PYPI_PAGE.format(project="pip", version="(any)")),
+        WheelRequirement(requirement=f"torch=={s['torch']}", file=torch_file,
+                         why=f"PyTorch of stack {s['id']}", download=torch_from),
+        WheelRequirement(requirement=f"torch_npu=={s['torch_npu']}",
+                         file=_wheel_glob("torch_npu", s["torch_npu"], python, arch),
+                         why=f"torch_npu of stack {s['id']} (branch {s['torch_npu_branch']})",
+                         download=PYPI_PAGE.format(project="torch-npu", version=s["torch_npu"])),
+    ]
+    for req in (cann_requirements(python) if cann is None else cann):
+        name = _requirement_name(req)
+        out.append(WheelRequirement(
+            requirement=req, file=f"{WHEELHOUSE}/{name.replace('-', '_')}-*.whl",
+            why="CANN Python dependency (CANN install guide, instg_0045)",
+            download=PYPI_PAGE.format(project=name, version=req[len(name):] or "(any)")))
+    return out
+
+
+def required_files(stack: ResolvedStack | dict, cann: list[str] | None = None) -> list[str]:
+    """The package check's terms: every installer name, then `wheel:REQUIREMENT` per wheel requirement."""
+    s = stack if isinstance(stack, dict) else stack.model_dump(mode="json")
+    runs = [name for name in s["packages"].values() if name]
+    return runs + [f"wheel:{w.requirement}" for w in wheel_requirements(s, cann=cann)]
+
+
+def hdk_zip(driver_file: str, driver: str, hdk: str) -> str | None:
+    """The HDK archive a driver `.run` is published in: Ascend-hdk-910b-npu_<hdk>_linux-<arch>.zip holds
+    Ascend-hdk-910b-npu-driver_<driver>_linux-<arch>.run and the firmware .run of the same HDK (the
+    community site's names; A3: Atlas-A3-hdk-npu_<hdk>_linux-<arch>.zip)."""
+    if "-npu-driver_" not in driver_file or not driver_file.endswith(".run"):
+        return None
+    name = driver_file.replace("-npu-driver_", "-npu_", 1).replace(f"_{driver}_", f"_{hdk.lower()}_", 1)
+    return name[: -len(".run")] + ".zip"
+
+
+def wheel_platforms(arch: str, glibc: str | None) -> list[str]:
+    """pip `--platform` tags for a node with this glibc (None: the oldest, manylinux2014)."""
+    tags = [f"manylinux2014_{arch}", f"manylinux_2_17_{arch}"]
+    if glibc is not None and version_key(glibc) >= version_key("2.28"):
+        tags.append(f"manylinux_2_28_{arch}")
+    if arch == "x86_64":
+        tags.append(f"linux_{arch}")  # the CPU torch builds of the PyTorch index carry only this tag
+    return tags
+
+
+def package_plan(stack_id: str, *, os: str | None = None, arch: str | None = None,
+                 product: str | None = None, python: str | None = None,
+                 matrix: Matrix | None = None) -> PackagePlan:
+    """The files of stack `stack_id` (a matrix row id) for one OS, arch, NPU product and Python."""
+    m = matrix or load_matrix()
+    row = next((s for s in m.stacks if s.id.lower() == stack_id.strip().lower()), None)
+    if row is None:
+        raise MatrixError(f"stack: unknown stack id {stack_id!r}",
+                          hint="ids are listed by `ascend-matrix show`, e.g. " + m.stacks[-1].id)
+    r = resolve(m, cann=row.cann, torch=row.torch, torch_npu=row.torch_npu, os=os, arch=arch or DEFAULT_ARCH,
+                product=product, python=python)
+    os_entry = m.os_entry(r.os) if r.os else None
+    product_name = m.product(r.product).name
+    fields = {"product": product_name, "cann": r.cann, "hdk": r.hdk or "(the bundle of that driver)",
+              "arch": r.arch}
+    zip_name = hdk_zip(r.packages.driver, r.driver, r.hdk) if r.hdk else None
+    installers = [PackageFile(name=r.packages.driver, component="driver", download=HDK_PAGE.format(**fields),
+                              comes_in=zip_name)]
+    notes = list(r.warnings)
+    if r.packages.firmware:
+        installers.append(PackageFile(name=r.packages.firmware, component="firmware",
+                                      download=HDK_PAGE.format(**fields), comes_in=zip_name))
+    else:
+        notes.append("no firmware is recorded for this driver: add the firmware .run of the driver's HDK "
+                     "bundle, or pin a driver the matrix knows (`ascend-matrix show --format json`)")
+    installers.append(PackageFile(name=r.packages.toolkit, component="toolkit",
+                                  download=CANN_PAGE.format(**fields)))
+    installers.append(PackageFile(name=r.packages.ops, component=r.layout.op_package,
+                                  download=CANN_PAGE.format(**fields)))
+    if r.packages.nnal:
+        installers.append(PackageFile(name=r.packages.nnal, component="nnal",
+                                      download=CANN_PAGE.format(**fields)))
+    glibc = os_entry.glibc if os_entry else None
+    platforms = wheel_platforms(r.arch, glibc)
+    wheels = wheel_requirements(r)
+    argv = ["pip", "download", "--dest", WHEELHOUSE, "--only-binary=:all:", "--implementation", "cp",
+            "--python-version", r.python]
+    for tag in platforms:
+        argv += ["--platform", tag]
+    if r.arch == "x86_64":
+        argv += ["--extra-index-url", TORCH_CPU_INDEX]
+    cpu_torch = r.arch == "x86_64"
+    argv += [f"{w.requirement}+cpu" if cpu_torch and w.requirement.startswith("torch==") else w.requirement
+             for w in wheels]
+    notes.append(f"wheelhouse/ also needs what these wheels require (e.g. torch: filelock, "
+                 f"typing-extensions, networkx, jinja2, fsspec, sympy, mpmath); the pip download command "
+                 f"fetches it all for CPython {r.python} on {r.arch}")
+    return PackagePlan(stack=r.id, product=r.product, arch=r.arch, os=r.os, python=r.python,
+                       glibc_floor=r.glibc_floor, installers=installers, wheels=wheels,
+                       wheel_platforms=platforms, pip_download=argv, notes=notes)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The manifest
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def manifest_files(directory: Path) -> list[str]:
+    """Every file below `directory` (relative POSIX paths, sorted) except the manifest and dot files."""
+    out = []
+    seen: set[str] = set()
+    # A symlinked wheelhouse/ is common (one shared download); a link back up the tree is not followed twice.
+    for root, dirs, files in os.walk(directory, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in files:
+            if name.startswith(".") or (name == MANIFEST and Path(root) == directory):
+                continue
+            rel = (Path(root) / name).relative_to(directory).as_posix()
+            if "\n" in rel or "\\" in rel:
+                raise ConfigError(f"{directory / rel!r}: a file name with a newline or backslash cannot be "
+                                  f"listed in {MANIFEST}", hint="rename the file")
+            out.append(rel)
+    return sorted(out)
+
+
+def write_manifest(directory: str | Path) -> tuple[Path, int]:
+    """Write DIR/SHA256SUMS (`sha256sum` format, sorted by path) over every file; returns (path, count).
+
+    Refuses, before hashing anything, a DIR that is missing, not a directory or not writable.
+    """
+    d = Path(directory)
+    if not d.exists():
+        raise ConfigError(f"package directory {d} does not exist",
+                          hint="create it and put the .run files and wheelhouse/ in it (docs/packages.md)")
+    if not d.is_dir():
+        raise ConfigError(f"{d} is not a directory", hint="pass the package directory itself")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write {d / MANIFEST}: the directory is not writable",
+                          hint="run as a user who may write there, or copy the directory first")
+    names = manifest_files(d)
+    if not names:
+        raise ConfigError(f"package directory {d} holds no files",
+                          hint="`ascend-matrix packages STACK` lists what it must hold")
+    lines = [f"{sha256_file(d / name)}  {name}\n" for name in names]
+    out = d / MANIFEST
+    tmp = d / f".{MANIFEST}.tmp"
+    tmp.write_text("".join(lines))
+    tmp.replace(out)
+    return out, len(names)

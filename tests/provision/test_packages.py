@@ -1,0 +1,241 @@
+"""The offline package directory: `ascend-matrix packages` (names from the matrix's resolver),
+`ascend-matrix manifest`, and the playbooks' package check naming every problem in one run."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from ascend_ready.errors import ConfigError, MatrixError
+from ascend_ready.provision import matrix as mx
+from ascend_ready.provision import packages as pk
+from ascend_ready.provision.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOKS = REPO / "playbooks"
+STACK = "cann-8.2.RC1-torch-2.5.1"
+
+
+def _lookup():
+    path = PLAYBOOKS / "plugins" / "lookup" / "ascend_packages.py"
+    spec = importlib.util.spec_from_file_location("h8_lookup_ascend_packages", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+lookup = _lookup()
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+# ---------------------------------------------------------------- what the directory must hold
+
+
+@pytest.mark.parametrize(("os_id", "arch", "product"), [
+    ("kylinv10sp3", "aarch64", None), ("ubuntu22.04", "x86_64", None), (None, "aarch64", "910_93"),
+])
+def test_installer_names_are_the_resolvers(os_id, arch, product):
+    row = next(s for s in mx.load_matrix().stacks if s.id == STACK)
+    want = mx.resolve(cann=row.cann, torch=row.torch, torch_npu=row.torch_npu, os=os_id, arch=arch,
+                      product=product)
+    plan = pk.package_plan(STACK, os=os_id, arch=arch, product=product)
+    assert [f.name for f in plan.installers] == [n for n in want.packages.model_dump().values() if n]
+    assert plan.python == want.python
+    # and the playbook checks exactly these files and requirements
+    assert pk.required_files(want) == [f.name for f in plan.installers] + [f"wheel:{w.requirement}"
+                                                                          for w in plan.wheels]
+
+
+def test_a2_plan_on_kylin_names_the_hdk_zip_the_wheels_and_the_download_command():
+    plan = pk.package_plan(STACK, os="kylinv10sp3", arch="aarch64")
+    driver, firmware = plan.installers[0], plan.installers[1]
+    assert driver.name == "Ascend-hdk-910b-npu-driver_25.0.rc1.1_linux-aarch64.run"
+    assert firmware.name == "Ascend-hdk-910b-npu-firmware_7.7.0.1.231.run"
+    assert driver.comes_in == firmware.comes_in == "Ascend-hdk-910b-npu_25.0.rc1.1_linux-aarch64.zip"
+    assert "Firmware and Drivers" in driver.download and "Ascend HDK 25.0.RC1.1" in driver.download
+    assert [f.component for f in plan.installers] == ["driver", "firmware", "toolkit", "kernels", "nnal"]
+    reqs = [w.requirement for w in plan.wheels]
+    assert reqs[:3] == ["pip", "torch==2.5.1", "torch_npu==2.5.1.post1"]
+    assert reqs[3:] == list(pk.CANN_PYTHON_REQUIREMENTS)
+    assert plan.wheels[1].file == "wheelhouse/torch-2.5.1-cp311-cp311-*_aarch64.whl"
+    argv = plan.pip_download
+    assert argv[:4] == ["pip", "download", "--dest", "wheelhouse"]
+    assert "--python-version" in argv and argv[argv.index("--python-version") + 1] == "3.11"
+    assert "manylinux2014_aarch64" in argv and "--extra-index-url" not in argv
+
+
+def test_x86_takes_the_cpu_torch_and_python_313_a_numpy_2():
+    plan = pk.package_plan("cann-8.5.0-torch-2.9.0", os="ubuntu22.04", arch="x86_64", python="3.13")
+    assert plan.installers[0].name == "Ascend-hdk-910b-npu-driver_25.5.1_linux-x86-64.run"
+    assert plan.installers[0].comes_in == "Ascend-hdk-910b-npu_25.5.1_linux-x86-64.zip"
+    assert plan.installers[3].component == "ops"
+    assert "torch==2.9.0+cpu" in plan.pip_download and pk.TORCH_CPU_INDEX in plan.pip_download
+    assert "manylinux_2_28_x86_64" in plan.pip_download
+    assert plan.wheels[1].file == "wheelhouse/torch-2.9.0+cpu-cp313-cp313-*_x86_64.whl"
+    assert "numpy>=1.19.2" in [w.requirement for w in plan.wheels]  # numpy 1.x has no 3.13 wheels
+
+
+def test_cann_requirements_equal_what_python_env_installs():
+    defaults = yaml.safe_load((PLAYBOOKS / "roles/python_env/defaults/main.yml").read_text())
+    assert defaults["python_env_cann_requirements"] == list(pk.CANN_PYTHON_REQUIREMENTS)
+
+
+def test_unknown_stack_and_unfitting_pins_are_refused():
+    with pytest.raises(MatrixError, match=r"unknown stack id 'cann-1\.0'"):
+        pk.package_plan("cann-1.0")
+    with pytest.raises(MatrixError, match="glibc"):
+        pk.package_plan("cann-8.5.0-torch-2.9.0", os="centos7.6")
+
+
+def test_packages_cli_table_and_json():
+    r = run("packages", STACK, "--os", "kylinv10sp3", "--arch", "aarch64")
+    assert r.exit_code == 0, r.output
+    for text in ("Ascend-cann-toolkit_8.2.RC1_linux-aarch64.run",
+                 "Ascend-hdk-910b-npu_25.0.rc1.1_linux-aarch64.zip", "torch_npu==2.5.1.post1", "absl-py",
+                 "pip download --dest wheelhouse", "ascend-matrix manifest DIR"):
+        assert text in r.output
+    data = json.loads(run("packages", STACK, "--format", "json").output)
+    assert data["stack"] == STACK and data["arch"] == "aarch64"
+    bad = run("packages", "no-such-stack")
+    assert bad.exit_code == 2 and "error: stack: unknown stack id" in bad.output and "hint:" in bad.output
+
+
+# ---------------------------------------------------------------- the manifest
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    files = {"b.run": b"bee", "a.run": b"ay", "wheelhouse/z-1.0-py3-none-any.whl": b"zed",
+             "wheelhouse/a-1.0-py3-none-any.whl": b"a", ".partial.run": b"not yet", "SHA256SUMS": b"old"}
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return files
+
+
+def test_manifest_is_sorted_sha256sum_format(tmp_path):
+    files = _tree(tmp_path)
+    r = run("manifest", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert "wrote" in r.output and "4 file(s)" in r.output
+    want = sorted(n for n in files if not n.startswith(".") and n != "SHA256SUMS")
+    lines = (tmp_path / "SHA256SUMS").read_text().splitlines()
+    assert [line.split("  ", 1)[1] for line in lines] == want
+    assert lines[0] == f"{hashlib.sha256(b'ay').hexdigest()}  a.run"
+    if shutil.which("sha256sum"):
+        check = subprocess.run(["sha256sum", "--check", "--strict", "SHA256SUMS"], cwd=tmp_path,
+                               capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+    # the playbooks' lookup reads it
+    assert lookup.parse_manifest((tmp_path / "SHA256SUMS").read_text(), "m") == {
+        n: hashlib.sha256(files[n]).hexdigest() for n in want}
+
+
+def test_manifest_refuses_a_missing_file_or_unwritable_directory_before_hashing(tmp_path, monkeypatch):
+    r = run("manifest", str(tmp_path / "nope"))
+    assert r.exit_code == 2 and "does not exist" in r.output and "hint:" in r.output
+    (tmp_path / "f").write_text("x")
+    r = run("manifest", str(tmp_path / "f"))
+    assert r.exit_code == 2 and "error:" in r.output
+    _tree(tmp_path / "d")
+    hashed = []
+    monkeypatch.setattr(pk.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(pk, "sha256_file", lambda path: hashed.append(path))
+    with pytest.raises(ConfigError, match="not writable"):
+        pk.write_manifest(tmp_path / "d")
+    assert hashed == [] and (tmp_path / "d" / "SHA256SUMS").read_bytes() == b"old"
+    monkeypatch.undo()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match="holds no files"):
+        pk.write_manifest(empty)
+
+
+# ---------------------------------------------------------------- the playbooks' package check
+
+
+def _sim_packages(tmp_path: Path) -> tuple[Path, dict]:
+    """The simulator's package builder (named through the matrix too), and the stack it was built for."""
+    from ascend_ready.sim.harness.build_packages import build
+
+    src = build(tmp_path / "pkgs", [STACK], "aarch64")
+    resolved = mx.resolve(cann="8.2.RC1", torch="2.5.1", product="910b", arch="aarch64")
+    return src, resolved.model_dump(mode="json")
+
+
+def test_the_simulators_package_directory_holds_what_the_list_names(tmp_path):
+    src, stack = _sim_packages(tmp_path)
+    sums = (src / "SHA256SUMS").read_text()
+    pk.write_manifest(src)  # the product's manifest writer agrees with the simulator's, byte for byte
+    assert (src / "SHA256SUMS").read_text() == sums
+    terms = lookup.stack_terms(stack, requirements=[])
+    files, problems = lookup.check(terms, str(src), cache_file=str(tmp_path / "c.json"), arch="aarch64")
+    assert problems == []
+    assert set(stack["packages"].values()) <= set(files)
+    # without the CANN list override, every missing CANN dependency is named in the same run
+    files, problems = lookup.check(lookup.stack_terms(stack), str(src), cache_file=str(tmp_path / "c.json"),
+                                   arch="aarch64")
+    assert len(problems) == len(pk.CANN_PYTHON_REQUIREMENTS)
+    assert any("no numpy>=1.19.2,<2.0 wheel for any Python on aarch64" in p for p in problems)
+
+
+def test_one_check_names_the_missing_and_the_corrupt_file_with_their_checksums(tmp_path):
+    src, stack = _sim_packages(tmp_path)
+    sums = lookup.parse_manifest((src / "SHA256SUMS").read_text(), "m")
+    driver, toolkit = stack["packages"]["driver"], stack["packages"]["toolkit"]
+    (src / driver).unlink()
+    with open(src / toolkit, "ab") as fh:
+        fh.write(b"\0")
+    terms = lookup.stack_terms(stack, requirements=[])
+    files, problems = lookup.check(terms, str(src), cache_file=str(tmp_path / "c.json"), arch="aarch64")
+    assert len(problems) == 2, problems
+    assert f"package {driver} is missing from {src} (SHA256SUMS expects sha256 {sums[driver]})" in problems[0]
+    assert f"package {toolkit} is corrupt: sha256 " in problems[1] and f"says {sums[toolkit]}" in problems[1]
+    assert driver not in files and toolkit not in files and stack["packages"]["firmware"] in files
+    # raising (the lookup's default) puts both in one message
+    with pytest.raises(lookup.AnsibleLookupError) as err:
+        lookup.verify(terms, str(src), cache_file=str(tmp_path / "c.json"), arch="aarch64")
+    assert "2 problems with the package source" in err.value.message
+    assert driver in err.value.message and toolkit in err.value.message
+
+
+def test_the_stack_roles_assert_lists_every_problem_in_one_run(tmp_path):
+    """The real tasks (roles/stack/tasks/packages.yml) on localhost: one failed assert naming both."""
+    src, stack = _sim_packages(tmp_path)
+    driver, toolkit = stack["packages"]["driver"], stack["packages"]["toolkit"]
+    (src / driver).unlink()
+    (src / toolkit).write_bytes(b"truncated")
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{
+        "name": "package check", "hosts": "localhost", "gather_facts": False,
+        "tasks": [{"name": "Verify",
+                   "ansible.builtin.include_role": {"name": "stack", "tasks_from": "packages"}}],
+    }]))
+    extra = tmp_path / "extra.json"
+    extra.write_text(json.dumps({
+        "_stack_plans": {"localhost": {"os": "debian12", "stack": stack}},
+        "stack_package_source": str(src), "python_env_cann_requirements": [],
+    }))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PLAYBOOKS / "ansible.cfg"),
+               ANSIBLE_ROLES_PATH=str(PLAYBOOKS / "roles"),
+               ANSIBLE_LOOKUP_PLUGINS=str(PLAYBOOKS / "plugins/lookup"), HOME=str(tmp_path),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    ansible = Path(sys.executable).with_name("ansible-playbook")
+    result = subprocess.run([str(ansible), "-i", "localhost,", "-c", "local", str(play), "-e", f"@{extra}"],
+                            capture_output=True, text=True, env=env, cwd=PLAYBOOKS, timeout=300)
+    out = result.stdout + result.stderr
+    assert result.returncode == 2, out
+    assert "Ensure the package source holds every package of the stack, intact" in out
+    assert f"package {driver} is missing" in out and f"package {toolkit} is corrupt" in out
