@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ascend_ready import __version__
 from ascend_ready.checks.catalog import plan
-from ascend_ready.checks.profile import DEFAULT_PROFILE, HardwareProfile, bundled_profiles, load_profile
+from ascend_ready.checks.profile import DEFAULT_PROFILE, HardwareProfile, load_profile
 from ascend_ready.checks.registry import CheckSpec, select_checks
 from ascend_ready.checks.report import Report
 from ascend_ready.checks.snapshot import HostSnapshot, Snapshot
@@ -23,15 +24,16 @@ __all__ = [
     "PreflightOptions",
     "collect_snapshot",
     "judge_snapshot",
+    "override_profiles",
     "preflight",
     "profiles_for",
+    "snapshot_options",
     "training_env",
 ]
 
-#: inventory variable naming a host's (or group's) hardware profile: a bundled name or a file
+#: inventory variable naming a host's (or group's) hardware profile: a bundled name or a file (the
+#: simulator's inventory sets it for each node: the product never reads the simulator's own variables)
 PROFILE_VAR = "ascend_check_profile"
-#: what `ascend-sim inventory` writes for each node: its hardware model, named like our bundled profiles
-SIM_HARDWARE_VAR = "ascend_sim_hardware"
 #: Whose environment is judged, per host. ascend-check's own variables come first (a collect records
 #: --training-user/--python in them, so judging its snapshot later sees the same user), then the
 #: provisioning contract's (playbooks/README.md): the training user and the python_env role's venv.
@@ -69,15 +71,10 @@ class PreflightOptions:
 
 
 def _profile_spec(groups_vars: dict[str, str], default: str | None) -> str:
-    """Inventory's own choice first, then --profile, then the simulator's hardware name, then the default."""
+    """Inventory's own choice first, then --profile, then the default."""
     if groups_vars.get(PROFILE_VAR):
         return groups_vars[PROFILE_VAR]
-    if default:
-        return default
-    sim = groups_vars.get(SIM_HARDWARE_VAR)
-    if sim and sim in bundled_profiles():
-        return sim
-    return DEFAULT_PROFILE
+    return default or DEFAULT_PROFILE
 
 
 def _var(hostvars: dict[str, str], names: Sequence[str]) -> str | None:
@@ -164,7 +161,10 @@ def collect_snapshot(
     progress: Callable[[HostSnapshot], None] | None = None,
     specs: Sequence[CheckSpec] | None = None,
 ) -> Snapshot:
-    """Run the probes the selected checks read on every target (one exec per host)."""
+    """Run the probes the selected checks read on every target (one exec per host).
+
+    Each host's profile, training user and interpreter are resolved here, once, and recorded in the
+    snapshot with the tier and selection, so judging it (now or later, elsewhere) reads the same."""
     specs = options.checks() if specs is None else specs
     wanted = {p for s in specs for p in s.probes}
     profiles = _profiles(targets, options)
@@ -173,24 +173,90 @@ def collect_snapshot(
         prof = profiles[t.name]
         return plan(prof, wanted), prof.training_user
 
+    first = next(iter(profiles.values()), None)
     hosts = collect(
-        list(targets), host_plan, options.fanout, progress=progress, while_waiting=_prepare_judging
+        list(targets),
+        host_plan,
+        options.fanout,
+        progress=progress,
+        while_waiting=lambda: _prepare_judging(specs, first),
     )
     recorded = {USER_VARS[0]: options.training_user, PYTHON_VAR: options.python}
     for h in hosts:
         h.vars.update({k: v for k, v in recorded.items() if v})
-    return Snapshot(tool_version=__version__, hosts={h.name: h for h in hosts})
+        h.profile = profiles[h.name]
+    return Snapshot(
+        tool_version=__version__,
+        tier=options.tier,  # type: ignore[arg-type]
+        select=list(options.select),
+        skip=list(options.skip),
+        hosts={h.name: h for h in hosts},
+    )
 
 
-def _prepare_judging() -> None:
+#: PreflightOptions fields a snapshot records and judging defaults to
+SNAPSHOT_OPTIONS = ("tier", "select", "skip")
+#: what decides a host's profile, training user and interpreter
+PROFILE_OPTIONS = ("profile", "training_user", "python")
+
+
+def snapshot_options(
+    snapshot: Snapshot, options: PreflightOptions, given: set[str] | frozenset[str] = frozenset()
+) -> tuple[PreflightOptions, list[str]]:
+    """The options to judge `snapshot` with: its recorded tier, --select and --skip unless `given`
+    names them (an option typed for this judging wins), and a warning where a given tier differs."""
+    changes, notes = {}, []
+    for name in SNAPSHOT_OPTIONS:
+        recorded = getattr(snapshot, name)
+        if recorded is None:  # a snapshot of an older version
+            continue
+        wanted = getattr(options, name)
+        if name not in given:
+            changes[name] = recorded if name == "tier" else tuple(recorded)
+        elif name == "tier" and wanted != recorded:
+            notes.append(
+                f"judging with --tier {wanted}, but the snapshot was collected with --tier {recorded}: "
+                "checks whose probes it lacks report an error"
+            )
+    if not changes:
+        return options, notes
+    return dataclasses.replace(options, **changes), notes
+
+
+def override_profiles(snapshot: Snapshot, options: PreflightOptions) -> list[str]:
+    """Resolve each host's profile again from `options` (--profile, --training-user, --python given
+    to the judging command win over what the snapshot recorded); one warning per host that changes."""
+    hosts = list(snapshot.hosts.values())
+    profiles = _profiles(hosts, options)
+    notes = []
+    for h in hosts:
+        new, old = profiles[h.name], h.profile
+        if old is not None and new != old:
+            what = [
+                f"{label} {getattr(new, field)!r} (recorded: {getattr(old, field)!r})"
+                for label, field in (("profile", "product"), ("training user", "training_user"),
+                                     ("interpreter", "python"))
+                if getattr(new, field) != getattr(old, field)
+            ] or ["a profile that differs from the recorded one"]
+            notes.append(f"{h.name}: judged with {', '.join(what)}, as given on the command line")
+        h.profile = new
+    return notes
+
+
+def _prepare_judging(specs: Sequence[CheckSpec] = (), profile: HardwareProfile | None = None) -> None:
     """Load what judging needs (pytest, the check suite's imports, the matrix) while the hosts run their
-    probes, instead of after: on one host that is most of a CLI run's own time. Errors are left for
-    the judging itself to raise."""
+    probes, instead of after: on one host that is most of a CLI run's own time. A dry run of the
+    checks on a host with no outputs also gets pytest's first session (plugins, collection,
+    assertion rewriting) out of the way: the real judging then takes a third of the time. Errors are
+    left for the judging itself to raise."""
     try:
-        from ascend_ready.checks import runner  # noqa: F401  (pytest)
+        from ascend_ready.checks.runner import run_checks
         from ascend_ready.provision.matrix import load_matrix
 
         load_matrix()
+        if specs and profile is not None:
+            dry = Snapshot(hosts={"ascend-check-warm-up": HostSnapshot(name="ascend-check-warm-up")})
+            run_checks(dry, {"ascend-check-warm-up": profile}, specs)
     except Exception:  # a prefetch only: judging imports and loads these again, and raises then
         pass
 
@@ -204,7 +270,10 @@ def judge_snapshot(
     started: float | None = None,
 ) -> Report:
     specs = options.checks() if specs is None else specs
-    profiles = _profiles(list(snapshot.hosts.values()), options)
+    # The profiles recorded at collect time; only a snapshot of an older version resolves them here.
+    older = [h for h in snapshot.hosts.values() if h.profile is None]
+    profiles = _profiles(older, options) if older else {}
+    profiles.update({h.name: h.profile for h in snapshot.hosts.values() if h.profile is not None})
     names = sorted({p.product for p in profiles.values()})
     from ascend_ready.checks.runner import run_checks
 

@@ -19,6 +19,10 @@ __all__ = ["BUNDLED_DIR", "DEFAULT_PROFILE", "HardwareProfile", "bundled_profile
 BUNDLED_DIR = Path(__file__).resolve().parent / "profiles"
 DEFAULT_PROFILE = "atlas-800t-a2"
 
+#: Link types `npu-smi info -t topo` prints between two chips (its legend): HCCS, HCCS through a
+#: switch, the SIO die-to-die bus, and the PCIe paths PIX/PXB/PHB/SYS.
+TopoLink = Literal["HCCS", "HCCS_SW", "SIO", "PIX", "PXB", "PHB", "SYS"]
+
 
 class HardwareProfile(BaseModel):
     """Expected facts and thresholds of one NPU server product. Every field has a documented default
@@ -53,6 +57,16 @@ class HardwareProfile(BaseModel):
     )
     hbm_max_used_pct: float = Field(90, gt=0, le=100, description="HBM use above this fails, idle or not")
     pcie_width: int = Field(16, description="link width every NPU must train at")
+    topology_link: TopoLink | None = Field(
+        "HCCS",
+        description="link `npu-smi info -t topo` must show between every two chips of different NPUs "
+        "(A2: HCCS; A3: HCCS_SW, through the switch chip); null: not checked (PCIe-only cards)",
+    )
+    topology_link_within_npu: TopoLink | None = Field(
+        None,
+        description="link between the chips of one NPU (A3: SIO, the die-to-die bus); "
+        "null: one chip per NPU, or not checked",
+    )
     hccn: bool = Field(True, description="the NPUs have RoCE ports managed by hccn_tool (training cards)")
     thp: Literal["never", "madvise", "always"] = Field(
         "never", description="required THP enabled/defrag mode"

@@ -1,7 +1,9 @@
-"""Check metadata and the helpers a check body uses: `@check(...)`, `evidence(...)`, `warn(...)`.
+"""Check metadata and the helpers a check body uses: `@check(...)`, `evidence(...)`, `warn(...)`,
+`not_judged(...)`, `fix_command(...)`.
 
 A check is a pytest test function of one fact, parametrized per host by the runner; `@check` gives
-it a stable id, a severity, a tier, the probes it reads and the remediation shown when it fails.
+it a stable id, a severity, a tier, the resources it reads (its probes are derived from them) and the
+remediation shown when it fails.
 """
 
 from __future__ import annotations
@@ -15,14 +17,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ascend_ready.checks.resources.base import Resource, probe_ids
+from ascend_ready.errors import AscendReadyError
+
 __all__ = [
     "CHECKS",
     "CheckSpec",
     "CheckWarning",
+    "NotJudged",
     "Remediation",
     "all_checks",
     "check",
     "evidence",
+    "fix_command",
+    "not_judged",
     "select_checks",
     "warn",
 ]
@@ -50,9 +58,10 @@ class CheckSpec:
     title: str
     severity: Severity
     tier: Tier
-    probes: tuple[str, ...]
+    probes: tuple[str, ...]  # derived from `reads` (or given by hand by a check without `reads`)
     remediation: Remediation | None
     function: str  # module:qualname, for `ascend-check list` and error messages
+    reads: tuple[type[Resource], ...] | None = None  # None: an old-style check listing probes by hand
 
 
 #: check id -> spec, filled when the suite modules are imported.
@@ -65,13 +74,23 @@ def check(
     title: str,
     severity: Severity = "major",
     tier: Tier = "quick",
-    probes: Iterable[str],
+    reads: Iterable[type[Resource]] | None = None,
+    probes: Iterable[str] | None = None,
     fix: str | None = None,
     command: str | None = None,
     disruptive: bool = False,
 ) -> Callable[[Callable], Callable]:
-    """Declare a test function as check `id` (dotted, e.g. `pcie.link_width`)."""
+    """Declare a test function as check `id` (dotted, e.g. `pcie.link_width`).
+
+    `reads` names the resources the check reads (`reads=[NpuSmi]`); its probes are theirs, and while
+    it runs it can read nothing else. `probes=[...]` (ids, by hand) is kept for checks written
+    before resources declared their probes.
+    """
     remediation = Remediation(text=fix, command=command, disruptive=disruptive) if fix else None
+    if (reads is None) == (probes is None):
+        raise ValueError(f"check {id}: give reads=[resources] (or, for an old check, probes=[ids])")
+    declared = tuple(reads) if reads is not None else None
+    ids = probe_ids(declared) if declared is not None else tuple(probes or ())
 
     def register(fn: Callable) -> Callable:
         spec = CheckSpec(
@@ -79,9 +98,10 @@ def check(
             title=title,
             severity=severity,
             tier=tier,
-            probes=tuple(probes),
+            probes=ids,
             remediation=remediation,
             function=f"{fn.__module__}:{fn.__qualname__}",
+            reads=declared,
         )
         old = CHECKS.get(id)
         # pytest may import a suite module a second time under another name: same function, same id.
@@ -100,6 +120,32 @@ class CheckWarning(Exception):
 
 def warn(message: str) -> None:
     raise CheckWarning(message)
+
+
+class NotJudged(AscendReadyError):
+    """Raised by `not_judged`: a value the fact depends on was not printed (`NA`, a missing chip)."""
+
+    exit_code = 1
+
+
+def not_judged(message: str, *, hint: str | None = None) -> None:
+    """End the check as `error`: what it needed to read is missing (never a pass)."""
+    raise NotJudged(message, hint=hint)
+
+
+#: Host-specific fix command of the check now running (the runner resets it before each call).
+_FIX: list[str] = []
+
+
+def fix_command(command: str) -> None:
+    """The remediation command for this host (its real user, path, device), instead of the template."""
+    _FIX[:] = [command]
+
+
+def take_fix_command() -> str | None:
+    out = _FIX[0] if _FIX else None
+    _FIX.clear()
+    return out
 
 
 #: Evidence lines of the check now running (the runner resets it before each call).

@@ -71,10 +71,12 @@ class _Plugin:
         spec: CheckSpec = item.function.__check__
         host: Host = item.callspec.params["host"]
         registry.take_evidence()
+        registry.take_fix_command()
         started = time.perf_counter()
         status, message = "pass", ""
         try:
-            item.obj(host=host)
+            with host.reading(spec.id, spec.reads):
+                item.obj(host=host)
         except CheckWarning as exc:
             status, message = "warn", str(exc)
         except AssertionError as exc:
@@ -88,6 +90,10 @@ class _Plugin:
             status, message = "error", exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
         except Exception as exc:  # a bug in a check must not hide the other results
             status, message = "error", f"internal error in {spec.function}: {type(exc).__name__}: {exc}"
+        remediation = spec.remediation
+        command = registry.take_fix_command()
+        if remediation is not None and command is not None:
+            remediation = remediation.model_copy(update={"command": command})
         return CheckResult(
             check_id=spec.id,
             host=host.name,
@@ -97,7 +103,7 @@ class _Plugin:
             title=spec.title,
             message=message,
             evidence=registry.take_evidence(),
-            remediation=spec.remediation,
+            remediation=remediation,
             duration_s=round(time.perf_counter() - started, 4),
         )
 

@@ -4,14 +4,35 @@ from __future__ import annotations
 
 import re
 
-from ascend_ready.checks.registry import check, evidence
+from ascend_ready.checks.registry import check, evidence, fix_command, warn
+from ascend_ready.checks.resources import (
+    Accounts,
+    Clock,
+    DiskFree,
+    Glibc,
+    KernelHeaders,
+    PythonPackages,
+    Shm,
+    Sysctl,
+    Thp,
+    UserLimits,
+)
+
+#: The limits file the playbook manages (tuning_limits_file in playbooks/roles/tuning/defaults/main.yml):
+#: fix commands append to it, so applying several in any order keeps them all.
+LIMITS_FILE = "/etc/security/limits.d/90-ascend-ready.conf"
+
+
+def limits_fix(user: str, item: str, value: str) -> str:
+    """Append the soft and hard limit as the playbook's limits.conf.j2 writes them (`USER soft ITEM V`)."""
+    return f"printf '%s\\n' '{user} soft {item} {value}' '{user} hard {item} {value}' | tee -a {LIMITS_FILE}"
 
 
 @check(
     "os.thp",
     title="transparent hugepages: enabled and defrag set to the profile's mode",
     severity="major",
-    probes=["thp-enabled", "thp-defrag"],
+    reads=[Thp],
     fix="Disable THP now and at boot (transparent_hugepage=never on the kernel command line)",
     command="echo never > /sys/kernel/mm/transparent_hugepage/enabled; "
     "echo never > /sys/kernel/mm/transparent_hugepage/defrag",
@@ -20,10 +41,10 @@ def test_thp(host):
     want = host.profile.thp
     bad = []
     for which in ("enabled", "defrag"):
-        mode, line = host.os.thp(which)
-        evidence(f"transparent_hugepage/{which}: {line}")
-        if mode != want:
-            bad.append(f"THP {which} is {mode}, should be {want}")
+        mode = host.thp.mode(which)
+        evidence(f"transparent_hugepage/{which}: {mode.line}")
+        if mode.selected != want:
+            bad.append(f"THP {which} is {mode.selected}, should be {want}")
     assert not bad, "; ".join(bad)
 
 
@@ -31,12 +52,12 @@ def test_thp(host):
     "os.numa_balancing",
     title="kernel.numa_balancing is off",
     severity="major",
-    probes=["sysctl"],
+    reads=[Sysctl],
     fix="Turn automatic NUMA balancing off (it migrates pages under the NPU's DMA)",
     command="sysctl -w kernel.numa_balancing=0",
 )
 def test_numa_balancing(host):
-    value = host.os.sysctl.get("kernel.numa_balancing")
+    value = host.sysctl.get("kernel.numa_balancing")
     want = str(host.profile.numa_balancing)
     evidence(f"kernel.numa_balancing = {value}")
     assert value is not None, "kernel.numa_balancing is not readable (/proc/sys/kernel/numa_balancing)"
@@ -44,27 +65,25 @@ def test_numa_balancing(host):
 
 
 def _limit(host, name):
-    limits = host.os.limits
-    user = limits.get("user")
-    assert user is not None and user.hard == host.profile.training_user, (
-        f"limits were read as {user.hard if user else 'an unknown user'}, not the training user "
-        f"{host.profile.training_user}"
-    )
-    assert name in limits, f"no {name} line in the limits probe output"
-    evidence(f"{host.profile.training_user}: {name} hard {limits[name].hard} soft {limits[name].soft}")
-    return limits[name]
+    limits = host.user_limits.limits
+    user = host.profile.training_user
+    assert limits.user == user, f"limits were read as {limits.user}, not the training user {user}"
+    limit = getattr(limits, name)
+    evidence(f"{user}: {name} hard {limit.hard} soft {limit.soft}")
+    return limit
 
 
 @check(
     "os.nofile",
     title="the training user's open-files limit is high enough",
     severity="major",
-    probes=["user-limits"],
+    reads=[UserLimits],
     fix="Raise nofile in /etc/security/limits.d/ and log in again",
-    command="echo '<user> - nofile 1048576' > /etc/security/limits.d/90-ascend.conf",
+    command=limits_fix("<user>", "nofile", "1048576"),
 )
 def test_nofile(host):
     limit, want = _limit(host, "nofile"), host.profile.nofile_min
+    fix_command(limits_fix(host.profile.training_user, "nofile", str(want)))
     assert limit.at_least(want), f"nofile is {limit.soft} (soft) / {limit.hard} (hard), should be >= {want}"
 
 
@@ -72,12 +91,13 @@ def test_nofile(host):
     "os.memlock",
     title="the training user's memlock limit is unlimited (or the profile's minimum)",
     severity="major",
-    probes=["user-limits"],
+    reads=[UserLimits],
     fix="Set memlock unlimited in /etc/security/limits.d/ (RDMA and HCCL pin memory) and log in again",
-    command="echo '<user> - memlock unlimited' > /etc/security/limits.d/90-ascend.conf",
+    command=limits_fix("<user>", "memlock", "unlimited"),
 )
 def test_memlock(host):
     limit, want = _limit(host, "memlock"), host.profile.memlock_min_kb
+    fix_command(limits_fix(host.profile.training_user, "memlock", "unlimited" if want is None else str(want)))
     if want is None:
         assert limit.unlimited, f"memlock is {limit.soft} (soft) / {limit.hard} (hard), should be unlimited"
     else:
@@ -90,15 +110,15 @@ def test_memlock(host):
     "os.driver_user",
     title="the driver's run user and group exist",
     severity="critical",
-    probes=["accounts"],
+    reads=[Accounts],
     fix="Create the driver user and group before (re)installing the driver",
     command="groupadd HwHiAiUser && useradd -g HwHiAiUser -d /home/HwHiAiUser -m HwHiAiUser -s /bin/bash",
 )
 def test_driver_user(host):
-    users, groups, lines = host.os.accounts
+    accounts = host.accounts.accounts
     who = host.profile.driver_user
-    evidence(line for line in lines if line.startswith(who + ":"))
-    missing = [f"user {who}"] * (who not in users) + [f"group {who}"] * (who not in groups)
+    evidence(line for line in (accounts.users.get(who), accounts.groups.get(who)) if line)
+    missing = [f"user {who}"] * (who not in accounts.users) + [f"group {who}"] * (who not in accounts.groups)
     assert not missing, f"{' and '.join(missing)} missing"
 
 
@@ -124,14 +144,15 @@ def wheel_glibc(tags: list[str]) -> tuple[int, int] | None:
     "os.glibc",
     title="glibc is at least what the installed wheels need",
     severity="critical",
-    probes=["glibc", "python-packages"],
+    reads=[Glibc, PythonPackages],
     fix="Install wheels built for this glibc (manylinux2014 for glibc 2.17) or move to a supported OS",
     command="pip install --force-reinstall <package>==<version built for this glibc>",
 )
 def test_glibc(host):
-    have, line = host.os.glibc
-    _version, dists = host.versions.python
-    evidence(f"glibc: {line}")
+    glibc = host.glibc.version
+    have = (glibc.major, glibc.minor)
+    dists = host.python_packages.packages.dists
+    evidence(f"glibc: {glibc.line}")
     bad = []
     for dist in dists.values():
         need = wheel_glibc(dist.tags)
@@ -139,36 +160,44 @@ def test_glibc(host):
             bad.append(f"{dist.name} {dist.version} needs glibc {need[0]}.{need[1]}")
             evidence(f"{dist.name} {dist.version}: {', '.join(dist.tags)}")
     assert not bad, f"glibc is {have[0]}.{have[1]}: " + "; ".join(bad)
+    # A compiled wheel without WHEEL tags states no glibc floor: for the stack's own packages say so.
+    untagged = [
+        f"{dists[n].name} {dists[n].version}"
+        for n in ("torch", "torch-npu")
+        if n in dists and not dists[n].tags
+    ]
+    if untagged:
+        warn(f"no wheel tags (WHEEL file) for {', '.join(untagged)}: the glibc they need is unknown")
 
 
 @check(
     "os.kernel_headers",
     title="kernel headers for the running kernel are installed",
     severity="major",
-    probes=["kernel-headers"],
+    reads=[KernelHeaders],
     fix="Install the headers of the running kernel (the driver builds its modules with DKMS)",
     command="apt-get install linux-headers-$(uname -r)  # or: yum install kernel-devel-$(uname -r)",
 )
 def test_kernel_headers(host):
-    kernel, headers = host.os.kernel_headers
-    evidence(f"running kernel {kernel}", *(f"headers at {h}" for h in headers))
-    assert headers, f"no kernel headers for the running kernel {kernel}"
+    found = host.kernel_headers.headers
+    evidence(f"running kernel {found.kernel}", *(f"headers at {h}" for h in found.headers))
+    assert found.headers, f"no kernel headers for the running kernel {found.kernel}"
 
 
 @check(
     "os.disk_free",
     title="the checkpoint directory has enough free space",
     severity="major",
-    probes=["disk-free"],
+    reads=[DiskFree],
     fix="Free space or point checkpoint_dir at a larger volume",
     command="df -h <checkpoint_dir>",
 )
 def test_disk_free(host):
     want = host.profile.min_disk_free_gb
-    disk = host.os.disk("disk-free", host.profile.checkpoint_dir)
-    evidence(disk.line)
+    disk, path = host.disk_free, host.profile.checkpoint_dir
+    evidence(disk.usage.line)
     assert disk.avail_gb >= want, (
-        f"{disk.avail_gb:.1f} GB free under {disk.path} ({disk.mount}), need {want:g} GB"
+        f"{disk.avail_gb:.1f} GB free under {path} ({disk.usage.mount}), need {want:g} GB"
     )
 
 
@@ -176,14 +205,14 @@ def test_disk_free(host):
     "os.shm",
     title="/dev/shm is large enough",
     severity="major",
-    probes=["shm"],
+    reads=[Shm],
     fix="Enlarge /dev/shm (and its fstab entry)",
     command="mount -o remount,size=<N>G /dev/shm",
 )
 def test_shm(host):
     want = host.profile.min_shm_gb
-    shm = host.os.disk("shm", "/dev/shm")
-    evidence(shm.line)
+    shm = host.shm
+    evidence(shm.usage.line)
     assert shm.size_gb >= want, f"/dev/shm is {shm.size_gb:.1f} GB, need {want:g} GB"
 
 
@@ -191,12 +220,14 @@ def test_shm(host):
     "os.clock_sync",
     title="the system clock is synchronized",
     severity="major",
-    probes=["clock"],
+    reads=[Clock],
     fix="Enable time sync (chrony or systemd-timesyncd): skewed clocks break HCCL timeouts and TLS",
     command="timedatectl set-ntp true",
 )
 def test_clock_sync(host):
-    synced, lines = host.os.clock
-    evidence(lines)
-    assert synced is not None, "no time synchronization service answered (timedatectl, chronyc, ntpstat)"
-    assert synced, "the clock is not synchronized"
+    sync = host.clock.sync
+    evidence(sync.line)
+    assert sync.synchronized is not None, (
+        "no time synchronization service answered (timedatectl, chronyc, ntpstat)"
+    )
+    assert sync.synchronized, "the clock is not synchronized"

@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 
 from ascend_ready.checks.registry import check, evidence, warn
-
-_LINK_PROBES = ["sysfs-pci-link", "pci-topology", "lspci-vvv", "npu-smi-info"]
+from ascend_ready.checks.resources import Dmesg, PcieLinks
 
 
 def _links(host):
-    links = host.pcie_links
+    links = host.pcie_links.links
     if not links:
         pytest.fail("no NPU PCIe function found (sysfs and lspci -vvv show none)")
     return links
@@ -20,7 +19,7 @@ def _links(host):
     "pcie.link_width",
     title="every NPU link trains at the expected width (x16)",
     severity="critical",
-    probes=_LINK_PROBES,
+    reads=[PcieLinks],
     fix="Reseat the card or riser and check the slot's bifurcation setting in the BIOS",
     disruptive=True,
 )
@@ -38,7 +37,7 @@ def test_link_width(host):
     "pcie.link_speed",
     title="every NPU link trains at the speed its slot can give",
     severity="major",
-    probes=_LINK_PROBES,
+    reads=[PcieLinks],
     fix="Check the slot and riser, then the root port's speed setting in the BIOS; "
     "a link below its slot's speed usually needs reseating",
     disruptive=True,
@@ -63,20 +62,20 @@ def test_link_speed(host):
     "pcie.aer",
     title="no PCIe AER errors logged for the NPUs",
     severity="minor",
-    probes=["dmesg", "sysfs-pci-link", "pci-topology", "lspci-vvv", "npu-smi-info"],
+    reads=[Dmesg, PcieLinks],
     fix="Corrected errors that keep growing point at a marginal link (riser, card seating); "
     "watch `dmesg -w` and the AER counters",
     command="dmesg | grep -i aer",
 )
 def test_aer(host):
-    links = host.pcie_links
+    links = host.pcie_links.links
     watched = {link.bdf for link in links} | {link.port_bdf for link in links if link.port_bdf}
     events = [
         e
-        for e in host.kernel_log.of_kind("aer_corrected", "aer_uncorrected", "pcie_bus_error")
+        for e in host.dmesg.log.of_kind("aer_corrected", "aer_uncorrected", "pcie_bus_error")
         if e.device is None or e.device in watched
     ]
-    counters = host.aer_counters  # sysfs keeps counting after dmesg has rotated
+    counters = host.pcie_links.aer_counters  # sysfs keeps counting after dmesg has rotated
     evidence(f"dmesg: {e.message}" for e in events[:20])
     evidence(f"{bdf}: {name} {n}" for bdf, totals in counters.items() for name, n in totals.items())
     found = []

@@ -4,20 +4,24 @@ training user's environment finds it."""
 from __future__ import annotations
 
 from ascend_ready.checks.registry import check, evidence
+from ascend_ready.checks.resources import (
+    CannComponents,
+    DriverVersion,
+    FirmwareVersion,
+    NpuSmi,
+    PythonPackages,
+    SetEnv,
+    Toolkit,
+    TorchImport,
+    UserLibs,
+)
 
 _REINSTALL = "ansible-playbook playbooks/site.yml --limit <host>"
-_VERSION_PROBES = [
-    "driver-version",
-    "firmware-version",
-    "toolkit-version",
-    "cann-components",
-    "python-packages",
-]
+_STACK = [DriverVersion, FirmwareVersion, Toolkit, CannComponents, PythonPackages]
 
 
 def installed_stack(host) -> tuple[dict[str, str | None], list[str]]:
     """component -> installed version (None: not installed), and the evidence lines it came from."""
-    v = host.versions
     stack: dict[str, str | None] = {
         "driver": None,
         "firmware": None,
@@ -28,20 +32,22 @@ def installed_stack(host) -> tuple[dict[str, str | None], list[str]]:
         "torch_npu": None,
     }
     lines = []
-    if v.driver is not None:
-        stack["driver"] = v.driver.version
-        lines.append(f"driver/version.info: Version={v.driver.version}")
-    if v.firmware is not None:
-        stack["firmware"] = v.firmware.version
-        lines.append(f"firmware/version.info: Version={v.firmware.version}")
-    if v.toolkit is not None:
-        info, path = v.toolkit
+    driver, firmware, toolkit = host.driver_version.info, host.firmware_version.info, host.toolkit.installed
+    if driver is not None:
+        stack["driver"] = driver.version
+        lines.append(f"driver/version.info: Version={driver.version}")
+    if firmware is not None:
+        stack["firmware"] = firmware.version
+        lines.append(f"firmware/version.info: Version={firmware.version}")
+    if toolkit is not None:
+        info, path = toolkit
         stack["cann"] = info.version
         lines.append(f"{path}: version={info.version}")
-    for comp, (version, path) in v.components.items():
-        stack[comp] = version
-        lines.append(f"{path}: version={version}")
-    python, dists = v.python
+    for comp, found in host.cann_components.components.items():
+        stack[comp] = found.version
+        lines.append(f"{found.path}: version={found.version}")
+    packages = host.python_packages.packages
+    python, dists = packages.python, packages.dists
     for name, key in (("torch", "torch"), ("torch-npu", "torch_npu")):
         if name in dists:
             stack[key] = dists[name].version
@@ -54,7 +60,7 @@ def installed_stack(host) -> tuple[dict[str, str | None], list[str]]:
     "versions.installed",
     title="driver, firmware, CANN toolkit, ops/kernels, NNAL, torch and torch_npu are installed",
     severity="critical",
-    probes=_VERSION_PROBES,
+    reads=_STACK,
     fix="Install the missing components from the compatibility matrix",
     command=_REINSTALL,
 )
@@ -69,7 +75,7 @@ def test_installed(host):
     "versions.stack",
     title="the installed versions form a valid stack of the compatibility matrix",
     severity="critical",
-    probes=_VERSION_PROBES,
+    reads=_STACK,
     fix="Install the versions the matrix names for this stack (ascend-matrix resolve shows the full stack)",
     command=_REINSTALL,
     disruptive=True,
@@ -79,7 +85,7 @@ def test_stack(host):
 
     stack, lines = installed_stack(host)
     evidence(lines)
-    python, _dists = host.versions.python
+    python = host.python_packages.packages.python
     known = {
         k: v for k, v in stack.items() if k in ("driver", "firmware", "cann", "torch", "torch_npu") and v
     }
@@ -96,27 +102,36 @@ def test_stack(host):
     "versions.set_env",
     title="the CANN set_env.sh scripts are present",
     severity="major",
-    probes=["set-env", "toolkit-version"],
+    reads=[SetEnv, Toolkit],
     fix="Reinstall the CANN toolkit (it writes set_env.sh)",
     command=_REINSTALL,
 )
 def test_set_env(host):
-    scripts = host.versions.set_env
+    scripts = host.set_env.scripts
     evidence(scripts)
-    toolkit = [s for s in scripts if s.endswith(("/ascend-toolkit/set_env.sh", "/cann/set_env.sh"))]
-    assert toolkit, f"no ascend-toolkit/set_env.sh or cann/set_env.sh under {host.profile.ascend_root}"
+    # The installed toolkit's layout names the script training sources: cann/ from CANN 8.5,
+    # ascend-toolkit/ before; with no toolkit (versions.installed says so) either one will do.
+    installed = host.toolkit.installed
+    layouts = {"cann": ("/cann/set_env.sh",), "ascend-toolkit": ("/ascend-toolkit/set_env.sh",)}
+    wanted = layouts.get(installed[0].layout) if installed else None
+    if installed:
+        evidence(f"{installed[1]}: path={installed[0].path} ({installed[0].layout} layout)")
+    wanted = wanted or ("/ascend-toolkit/set_env.sh", "/cann/set_env.sh")
+    found = [s for s in scripts if s.endswith(wanted)]
+    assert found, f"no {' or '.join(w.lstrip('/') for w in wanted)} under {host.profile.ascend_root}"
 
 
 @check(
     "versions.user_libs",
     title="the training user's environment finds the Ascend libraries",
     severity="critical",
-    probes=["user-libs"],
+    reads=[UserLibs],
     fix="Source set_env.sh from the training user's profile (e.g. /etc/profile.d/ascend.sh)",
     command="echo 'source /usr/local/Ascend/ascend-toolkit/set_env.sh' >> /etc/profile.d/ascend.sh",
 )
 def test_user_libs(host):
-    path, libs = host.versions.user_libs
+    found = host.user_libs.libs
+    path, libs = found.ld_library_path, found.libs
     evidence(f"LD_LIBRARY_PATH={path}", *(f"{lib}: {where or 'not found'}" for lib, where in libs.items()))
     missing = [lib for lib in host.profile.required_libs if not libs.get(lib)]
     assert not missing, f"{host.profile.training_user}'s LD_LIBRARY_PATH does not find {', '.join(missing)}"
@@ -127,17 +142,15 @@ def test_user_libs(host):
     title="torch_npu imports and sees every chip",
     severity="critical",
     tier="full",
-    probes=["torch-import", "npu-smi-info"],
+    reads=[TorchImport, NpuSmi],
     fix="Run the training interpreter (--python, the venv) as the training user and fix the error it prints",
     command="su - <user> -c \"<python> -c 'import torch, torch_npu; print(torch.npu.device_count())'\"",
 )
 def test_torch_npu_import(host):
-    text = host.stdout("torch-import")
-    evidence(text)
-    values = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+    evidence(host.torch_import.text)
+    result = host.torch_import.result
     python = host.profile.python
-    assert values.get("npu_available") == "True", f"torch.npu.is_available() is False in {python}"
+    assert result.npu_available, f"torch.npu.is_available() is False in {python}"
     chips = len(host.npu_smi.chips)
-    assert values.get("device_count") == str(chips), (
-        f"torch_npu sees {values.get('device_count')} device(s), npu-smi lists {chips}"
-    )
+    count = "an unknown number of" if result.device_count is None else result.device_count
+    assert result.device_count == chips, f"torch_npu sees {count} device(s), npu-smi lists {chips}"

@@ -6,7 +6,11 @@ node prints them, and any probe replaced by a real captured sample.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 from ascend_ready.checks.catalog import catalog
@@ -19,6 +23,12 @@ from ascend_ready.sim.hw.state import NodeView, initial_state
 from ascend_ready.sim.node.tool import npu_smi_run
 from ascend_ready.sim.render import hccn, lspci
 from ascend_ready.sim.render.hccn import update_conf
+
+REAL = Path(__file__).resolve().parent.parent / "parsers" / "real"
+#: `npu-smi info -t topo` of a healthy 8x 910B3 A2 (ms-swift docs; the prompt line above it dropped)
+A2_TOPO = REAL / "npu-smi-info-t-topo_910b3-8npu-hccs-prompt_24.1.rc1_ms-swift-doc.txt"
+#: an A3's two dies in a container (sglang #30453): the A3 format, no CPU Affinity column, SIO
+A3_TOPO = REAL / "npu-smi-info-t-topo_ascend910-93-a3-phyid-sio_container_sglang-30453.txt"
 
 PROFILE_OF = {
     "atlas-800t-a2": "atlas-800t-a2",
@@ -140,6 +150,80 @@ def device_ips(state: dict) -> dict[int, dict[str, str]]:
     return out
 
 
+@cache
+def torch_import_output(chips: int) -> str:
+    """What the torch-import probe prints with the simulator's stand-in torch/torch_npu wheels on a
+    node with `chips` /dev/davinciN (the probe's own code, run here against those packages)."""
+    from ascend_ready.checks.resources.versions import _TORCH_IMPORT
+    from ascend_ready.sim.packages.wheels import torch_files, torch_npu_files
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for rel, text in {**torch_files(STACK.torch), **torch_npu_files(STACK.torch_npu)}.items():
+            (root / "site" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / "site" / rel).write_text(text)
+        (root / "fs/dev").mkdir(parents=True)
+        for name in ("davinci_manager", "devmm_svm", "hisi_hdc", *(f"davinci{i}" for i in range(chips))):
+            (root / "fs/dev" / name).touch()
+        (root / "fs/lib").mkdir()
+        for lib in ("libhccl.so", "libascendcl.so"):
+            (root / "fs/lib" / lib).touch()
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": str(root / "site"),
+            "ASCEND_SIM_FSROOT": str(root / "fs"),
+            "LD_LIBRARY_PATH": "/lib",
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", _TORCH_IMPORT], env=env, capture_output=True, text=True, check=True
+        )
+    return out.stdout
+
+
+def render_topo(
+    labels: list[str], link: Callable[[str, str], str], affinity: dict[str, str] | None, legend: str
+) -> str:
+    """`npu-smi info -t topo` as npu-smi prints it: `\\t   ` then `%-11s` per device (and `CPU Affinity`),
+    one `%-11s` row per device, then the legend. The simulator renders no topology yet; this follows
+    the two real captures above (tests/checks/test_check_suite.py checks it reproduces them)."""
+    head = "\t   " + "".join(f"{label:<11}" for label in labels) + ("CPU Affinity" if affinity else "")
+    rows = [
+        (
+            f"{a:<11}"
+            + "".join(f"{'X' if a == b else link(a, b):<11}" for b in labels)
+            + (affinity[a] if affinity else "")
+        ).rstrip()
+        for a in labels
+    ]
+    return "\n".join([head.rstrip(), *rows]) + "\n\n" + legend
+
+
+def real_topo_legend(path: Path = A3_TOPO) -> str:
+    """The `Legend:` block of a real capture (the A3 one names SIO and HCCS_SW)."""
+    text = path.read_text()
+    return text[text.index("Legend:") :]
+
+
+def topo_output(state: dict) -> str | None:
+    """What `npu-smi info -t topo` prints on this node (None: inference cards, not read)."""
+    family = state["product"]["family"]
+    if family == "310p":
+        return None
+    if family == "910_93":
+        chips = [
+            (npu["id"], c["phy_id"])
+            for npu in state["npus"]
+            if npu.get("present", True)
+            for c in npu["chips"]
+        ]
+        npu_of = {f"Phy-ID{phy}": npu for npu, phy in chips}
+        labels = list(npu_of)
+        return render_topo(
+            labels, lambda a, b: "SIO" if npu_of[a] == npu_of[b] else "HCCS_SW", None, real_topo_legend()
+        )
+    return A2_TOPO.read_text().split("\n", 1)[1]
+
+
 def fake_host(
     name: str = "node01",
     hardware: str = "atlas-800t-a2",
@@ -149,12 +233,16 @@ def fake_host(
     drop: tuple[str, ...] = (),
     index: int = 0,
     profile: HardwareProfile | None = None,
+    edit: Callable[[dict], None] | None = None,
 ) -> HostSnapshot:
     """A host snapshot with every catalogue probe filled; `outputs` replace probe stdout (or whole
-    results), `drop` removes probes, `faults` are simulator faults applied to the hardware state."""
+    results), `drop` removes probes, `faults` are simulator faults applied to the hardware state and
+    `edit` changes that state in place before anything is rendered (e.g. a sensor that reads NA)."""
     state = initial_state(hardware, node_index=index, node_name=name)
     for kind, params in faults:
         state = inject_fault(state, kind, **params)
+    if edit is not None:
+        edit(state)
     ips = device_ips(state)
     runtime = {str(d): {k: [v, 0] for k, v in vals.items()} for d, vals in ips.items()}
     view = NodeView(
@@ -179,6 +267,9 @@ def fake_host(
                 npu_smi_run(view, ["info", "-t", "health", "-i", str(npu["id"]), "-c", str(chip["chip_id"])]),
             )
     logic = sorted(c["logic_id"] for n in state["npus"] if n.get("present", True) for c in n["chips"])
+    topo = topo_output(state)
+    if topo is not None:
+        put("npu-smi-topo", topo)
     put(
         "dev-davinci",
         "\n".join(
@@ -203,6 +294,8 @@ def fake_host(
         ):
             res = hccn.run(view, ["-i", str(d), *args])
             put(f"{pid}.{d}", res.text, rc=res.rc)
+        res = hccn.run(view, ["-i", str(d), "-ping", "-g", "address", ips[d]["gateway"]])
+        put(f"hccn-ping.{d}", res.text, rc=res.rc)
     put(
         "hccn-conf",
         update_conf("", ips) if ips else "",
@@ -211,6 +304,7 @@ def fake_host(
     )
     for pid, text in {**HEALTHY_OS, **_versions()}.items():
         put(pid, text)
+    put("torch-import", torch_import_output(len(logic)))
     probes["toolkit-version"].stderr = "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info\n"
     for pid, value in (outputs or {}).items():
         if isinstance(value, ProbeResult):

@@ -4,8 +4,9 @@ including real captured samples; probe timeouts and parse errors are errors, nev
 from __future__ import annotations
 
 import pytest
-from checks_fakenode import fake_host
+from checks_fakenode import A2_TOPO, A3_TOPO, fake_host, real_topo_legend, render_topo, torch_import_output
 
+from ascend_ready.checks.parsers.npu_smi_topo import parse_npu_smi_topo
 from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.registry import all_checks, select_checks
 from ascend_ready.checks.runner import run_checks
@@ -43,6 +44,7 @@ def test_healthy_node_passes_every_quick_check(hardware):
             "hccl.tls",
             "npu.hbm_idle",
             "npu.hbm_usage",
+            "npu.topology",
         }
     else:
         assert skipped == set()
@@ -156,6 +158,67 @@ def test_npu_pci_functions():
     r = only("npu.pci_functions", fake_host(outputs={"lspci": missing}))
     assert r.status == "fail"
     assert r.message == "lspci shows 7 NPU function(s), the Atlas 800T A2 has 8"
+
+
+def _topo_like(path, change=None, affinity=True):
+    """`npu-smi info -t topo` rendered from a real capture's matrix, with some pairs' link changed."""
+    real = parse_npu_smi_topo(path.read_text())
+    change = change or {}
+
+    def link(a, b):
+        return change.get((a, b)) or change.get((b, a)) or real.link(a, b)
+
+    return render_topo(real.devices, link, real.cpu_affinity if affinity else None, real_topo_legend(path))
+
+
+def test_topology_renderer_reproduces_the_real_captures():
+    # The A2 capture byte for byte (its prompt line aside); the A3 one but for the TAB its paste expanded.
+    assert _topo_like(A2_TOPO) == A2_TOPO.read_text().split("\n", 1)[1]
+    a3 = _topo_like(A3_TOPO, affinity=False)
+    assert a3.replace("\t   ", " " * 11, 1) == A3_TOPO.read_text()
+
+
+def test_npu_topology():
+    assert only("npu.topology", fake_host()).status == "pass"  # the real A2 capture: every pair HCCS
+    pix = _topo_like(A2_TOPO, {("NPU2", "NPU5"): "PIX", ("NPU2", "NPU6"): "SYS"})
+    r = only("npu.topology", fake_host(outputs={"npu-smi-topo": pix}))
+    assert r.status == "fail"
+    assert r.message == (
+        "2 chip pair(s) without the expected link: "
+        "NPU2-NPU5 PIX, should be HCCS; NPU2-NPU6 SYS, should be HCCS"
+    )
+    assert any(line.startswith("NPU2 ") and "PIX" in line for line in r.evidence)
+    assert r.remediation.command == "npu-smi info -t topo"
+
+
+def test_npu_topology__a3_dies_over_sio_npus_over_the_switch():
+    a3 = fake_host(hardware="atlas-800t-a3")
+    assert only("npu.topology", a3, profile="atlas-800t-a3").status == "pass"
+    text = a3.probes["npu-smi-topo"].stdout
+    real = parse_npu_smi_topo(text)
+    broken = render_topo(
+        real.devices,
+        lambda a, b: "HCCS_SW" if {a, b} == {"Phy-ID4", "Phy-ID5"} else real.link(a, b),
+        None,
+        real_topo_legend(),
+    )
+    r = only(
+        "npu.topology",
+        fake_host(hardware="atlas-800t-a3", outputs={"npu-smi-topo": broken}),
+        profile="atlas-800t-a3",
+    )
+    assert r.status == "fail" and r.message.endswith("Phy-ID4-Phy-ID5 HCCS_SW, should be SIO")
+
+
+def test_npu_topology__a_containers_partial_view_is_not_a_whole_node():
+    # The real A3 capture from a container shows two of sixteen chips: not the node the profile expects.
+    r = only(
+        "npu.topology",
+        fake_host(hardware="atlas-800t-a3", outputs={"npu-smi-topo": A3_TOPO.read_text()}),
+        profile="atlas-800t-a3",
+    )
+    assert r.status == "fail"
+    assert r.message == "`npu-smi info -t topo` lists 2 chip(s), the Atlas 800T A3 has 16"
 
 
 # ---------------------------------------------------------------- PCIe
@@ -305,14 +368,14 @@ def test_hccl_tls():
 
 
 def test_hccl_gateway_ping():
-    ok = (
-        "device 0 PING 192.1.0.1\nrecv seq=0,time=0.062000ms\n"
-        "1 packets transmitted, 1 received, 0.00% packet loss\n"
-    )
+    assert only("hccl.gateway_ping", fake_host()).status == "pass"
     lost = "device 1 PING 192.2.0.1\n1 packets transmitted, 0 received, 100.00% packet loss\n"
-    r = only("hccl.gateway_ping", fake_host(outputs={"hccn-ping.0": ok, "hccn-ping.1": lost}))
+    r = only("hccl.gateway_ping", fake_host(outputs={"hccn-ping.1": lost}))
     assert r.status == "fail" and r.message == "device 1: 100 % loss to 192.2.0.1"
-    assert only("hccl.gateway_ping", fake_host(outputs={"hccn-ping.0": ok})).status == "pass"
+    # A device whose ping never printed is not a reachable gateway: an error naming the command.
+    r = only("hccl.gateway_ping", fake_host(drop=("hccn-ping.5",)))
+    assert r.status == "error"
+    assert r.message.startswith('device 5: no output of `g=$(sed -n "s/^gateway_5=//p" /etc/hccn.conf)')
 
 
 # ---------------------------------------------------------------- OS
@@ -414,6 +477,11 @@ def test_versions_stack__torch_mismatch_like_the_real_sample():
 def test_versions_set_env():
     r = only("versions.set_env", fake_host(outputs={"set-env": "/usr/local/Ascend/nnal/atb/set_env.sh\n"}))
     assert r.status == "fail"
+    # The toolkit is installed in the cann/ layout (CANN 8.5): its set_env.sh is the one to source.
+    assert r.message == "no cann/set_env.sh under /usr/local/Ascend"
+    none = ProbeResult(command="...", rc=1, stderr="no ascend_toolkit_install.info\n")
+    r = only("versions.set_env", fake_host(outputs={"set-env": "", "toolkit-version": none}))
+    assert r.status == "fail"
     assert r.message == "no ascend-toolkit/set_env.sh or cann/set_env.sh under /usr/local/Ascend"
 
 
@@ -427,12 +495,12 @@ def test_versions_user_libs():
 
 
 def test_versions_torch_npu_import():
-    good = "torch 2.9.0\ntorch_npu 2.9.0.post2\nnpu_available True\ndevice_count 8\n"
-    assert only("versions.torch_npu_import", fake_host(outputs={"torch-import": good})).status == "pass"
-    r = only(
-        "versions.torch_npu_import", fake_host(outputs={"torch-import": good.replace("count 8", "count 7")})
-    )
+    # The probe's own code run against the simulator's stand-in torch_npu, which counts /dev/davinciN.
+    assert only("versions.torch_npu_import", fake_host()).status == "pass"
+    r = only("versions.torch_npu_import", fake_host(outputs={"torch-import": torch_import_output(7)}))
     assert r.status == "fail" and r.message == "torch_npu sees 7 device(s), npu-smi lists 8"
+    r = only("versions.torch_npu_import", fake_host(outputs={"torch-import": torch_import_output(0)}))
+    assert r.status == "fail" and r.message == "torch.npu.is_available() is False in python3"
 
 
 # ---------------------------------------------------------------- could not judge

@@ -1,0 +1,276 @@
+"""Resources: one small class per thing a check reads, each running its own probes and parsing them
+with typed parsers; checks reach them from `host` (`host.npu_smi`, `host.pcie_links`, `host.sysctl`).
+
+Vendor and driver-version differences (sysfs vs `lspci -vvv`, toolkit layouts) are handled in the
+resource, never in a check. `ALL` lists every resource in catalogue (batch) order.
+"""
+
+from __future__ import annotations
+
+from ascend_ready.checks.resources.base import HostBase, ProbeDef, ProbeFailed, Resource, probe_ids
+from ascend_ready.checks.resources.hccn import (
+    HccnConfFile,
+    NicIp,
+    NicLink,
+    NicNetHealth,
+    NicPing,
+    NicTls,
+    same_subnet,
+)
+from ascend_ready.checks.resources.npu import DeviceNodes, NpuHealth, NpuSmi, NpuTopology
+from ascend_ready.checks.resources.os import (
+    Accounts,
+    Clock,
+    DiskFree,
+    Glibc,
+    KernelHeaders,
+    Shm,
+    Sysctl,
+    Thp,
+    UserLimits,
+)
+from ascend_ready.checks.resources.pcie import Dmesg, PcieLinks, PciFunctions
+from ascend_ready.checks.resources.versions import (
+    CannComponents,
+    DriverVersion,
+    FirmwareVersion,
+    PythonPackages,
+    SetEnv,
+    Toolkit,
+    TorchImport,
+    UserLibs,
+)
+
+__all__ = [
+    "ALL",
+    "Accounts",
+    "CannComponents",
+    "Clock",
+    "DeviceNodes",
+    "DiskFree",
+    "Dmesg",
+    "DriverVersion",
+    "FirmwareVersion",
+    "Glibc",
+    "HccnConfFile",
+    "Host",
+    "KernelHeaders",
+    "NicIp",
+    "NicLink",
+    "NicNetHealth",
+    "NicPing",
+    "NicTls",
+    "NpuHealth",
+    "NpuSmi",
+    "NpuTopology",
+    "PciFunctions",
+    "PcieLinks",
+    "ProbeDef",
+    "ProbeFailed",
+    "PythonPackages",
+    "Resource",
+    "SetEnv",
+    "Shm",
+    "Sysctl",
+    "Thp",
+    "Toolkit",
+    "TorchImport",
+    "UserLibs",
+    "UserLimits",
+    "probe_ids",
+    "same_subnet",
+]
+
+#: Every resource, in the order their probes run in a batch: the vendor tools first (serially),
+#: then PCI and the kernel log, the device NICs, the OS and the software stack.
+ALL: tuple[type[Resource], ...] = (
+    NpuSmi,
+    NpuHealth,
+    NpuTopology,
+    DeviceNodes,
+    PciFunctions,
+    PcieLinks,
+    Dmesg,
+    NicLink,
+    NicNetHealth,
+    NicIp,
+    NicTls,
+    HccnConfFile,
+    NicPing,
+    Thp,
+    Sysctl,
+    UserLimits,
+    Accounts,
+    Glibc,
+    KernelHeaders,
+    DiskFree,
+    Shm,
+    Clock,
+    DriverVersion,
+    FirmwareVersion,
+    Toolkit,
+    CannComponents,
+    SetEnv,
+    UserLibs,
+    PythonPackages,
+    TorchImport,
+)
+
+
+class Host(HostBase):
+    """A node as its snapshot shows it, judged against its profile; each resource is one attribute."""
+
+    # NPU
+    @property
+    def npu_smi(self) -> NpuSmi:
+        """`npu-smi info` (NpuSmi)."""
+        return self.resource(NpuSmi)
+
+    @property
+    def npu_health(self) -> NpuHealth:
+        """`npu-smi info -t health` per chip."""
+        return self.resource(NpuHealth)
+
+    @property
+    def npu_topology(self) -> NpuTopology:
+        """`npu-smi info -t topo`."""
+        return self.resource(NpuTopology)
+
+    @property
+    def device_nodes(self) -> DeviceNodes:
+        """/dev/davinciN."""
+        return self.resource(DeviceNodes)
+
+    # PCIe
+    @property
+    def pci_functions(self) -> PciFunctions:
+        """NPU functions in `lspci`."""
+        return self.resource(PciFunctions)
+
+    @property
+    def pcie_links(self) -> PcieLinks:
+        """NPU PCIe links."""
+        return self.resource(PcieLinks)
+
+    @property
+    def dmesg(self) -> Dmesg:
+        """The kernel log."""
+        return self.resource(Dmesg)
+
+    # HCCL device NICs
+    @property
+    def nic_link(self) -> NicLink:
+        """`hccn_tool -i N -link -g`."""
+        return self.resource(NicLink)
+
+    @property
+    def nic_net_health(self) -> NicNetHealth:
+        """`hccn_tool -i N -net_health -g`."""
+        return self.resource(NicNetHealth)
+
+    @property
+    def nic_ip(self) -> NicIp:
+        """`hccn_tool -i N -ip -g`."""
+        return self.resource(NicIp)
+
+    @property
+    def nic_tls(self) -> NicTls:
+        """`hccn_tool -i N -tls -g`."""
+        return self.resource(NicTls)
+
+    @property
+    def nic_ping(self) -> NicPing:
+        """`hccn_tool -i N -ping -g` (gateway)."""
+        return self.resource(NicPing)
+
+    @property
+    def hccn_conf(self) -> HccnConfFile:
+        """/etc/hccn.conf."""
+        return self.resource(HccnConfFile)
+
+    # OS
+    @property
+    def thp(self) -> Thp:
+        """Transparent hugepages."""
+        return self.resource(Thp)
+
+    @property
+    def sysctl(self) -> Sysctl:
+        """Kernel parameters."""
+        return self.resource(Sysctl)
+
+    @property
+    def user_limits(self) -> UserLimits:
+        """The training user's limits."""
+        return self.resource(UserLimits)
+
+    @property
+    def accounts(self) -> Accounts:
+        """Driver and training accounts."""
+        return self.resource(Accounts)
+
+    @property
+    def glibc(self) -> Glibc:
+        """Glibc version."""
+        return self.resource(Glibc)
+
+    @property
+    def kernel_headers(self) -> KernelHeaders:
+        """Kernel headers."""
+        return self.resource(KernelHeaders)
+
+    @property
+    def disk_free(self) -> DiskFree:
+        """Free space for checkpoints."""
+        return self.resource(DiskFree)
+
+    @property
+    def shm(self) -> Shm:
+        """/dev/shm."""
+        return self.resource(Shm)
+
+    @property
+    def clock(self) -> Clock:
+        """Clock synchronization."""
+        return self.resource(Clock)
+
+    # software stack
+    @property
+    def driver_version(self) -> DriverVersion:
+        """Driver version.info."""
+        return self.resource(DriverVersion)
+
+    @property
+    def firmware_version(self) -> FirmwareVersion:
+        """Firmware version.info."""
+        return self.resource(FirmwareVersion)
+
+    @property
+    def toolkit(self) -> Toolkit:
+        """CANN toolkit install info."""
+        return self.resource(Toolkit)
+
+    @property
+    def cann_components(self) -> CannComponents:
+        """The ops/kernels and NNAL install files."""
+        return self.resource(CannComponents)
+
+    @property
+    def set_env(self) -> SetEnv:
+        """The set_env.sh scripts."""
+        return self.resource(SetEnv)
+
+    @property
+    def python_packages(self) -> PythonPackages:
+        """The training Python."""
+        return self.resource(PythonPackages)
+
+    @property
+    def user_libs(self) -> UserLibs:
+        """The training user's libraries."""
+        return self.resource(UserLibs)
+
+    @property
+    def torch_import(self) -> TorchImport:
+        """The torch_npu import."""
+        return self.resource(TorchImport)
