@@ -14,8 +14,12 @@ STACK=${ASCEND_DEMO_STACK:-cann-8.2.RC1-torch-2.5.1}
 
 echo "== building the simulated package source for $STACK (fake .run installers, wheels, SHA256SUMS)"
 "$BIN/python" -m ascend_ready.sim.harness.build_packages "$WORK/packages" --stack "$STACK" >/dev/null
+# With a mirror the validate play judges the kernel headers too (fleet.py skips only what this machine
+# cannot give a node, and says why in group_vars: ascend_sim_validate_skip_reasons).
+mirror=()
+[ -z "${ASCEND_DEMO_OS_PREREQS_REPO:-}" ] || mirror=(--os-prereqs-repo "$ASCEND_DEMO_OS_PREREQS_REPO")
 INVENTORY=$("$BIN/python" -m ascend_ready.sim.harness.fleet "$WORK/inventory" --packages "$WORK/packages" --stack "$STACK" \
-  --run-dir "$RUN_DIR")
+  --run-dir "$RUN_DIR" "${mirror[@]}")
 
 echo "$INVENTORY" > "$WORK/inventory.path"
 export PATH="$BIN:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg"

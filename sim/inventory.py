@@ -12,6 +12,15 @@ if TYPE_CHECKING:
     from ascend_ready.sim.cluster import Cluster
 
 GROUP = "ascend_nodes"
+#: The preflight's hardware profile per node: the simulator's hardware models carry the names of
+#: ascend-check's bundled profiles (checks/profiles/*.yml), so each node's is `ascend_check_profile=<name>`,
+#: the variable the product reads for any inventory (it never needs to know about the simulator).
+PROFILE_VAR = "ascend_check_profile"
+
+
+def hardware_group(hardware: str) -> str:
+    """`ascend_sim_atlas_800t_a2`: the group of the nodes of one hardware model."""
+    return "ascend_sim_" + hardware.replace("-", "_")
 
 
 def ssh_options(cluster: Cluster) -> list[str]:
@@ -21,8 +30,15 @@ def ssh_options(cluster: Cluster) -> list[str]:
 
 
 def ini(cluster: Cluster) -> str:
-    lines = ["# Ansible inventory of the simulated Ascend cluster (written by ascend-sim; do not edit)",
-             f"[{GROUP}]"]
+    """The inventory. The profile is a group variable of one group per hardware model, written before
+    [ascend_nodes]: an operator's own `ascend_check_profile` in group_vars/ascend_nodes.yml (a relaxed
+    profile for this machine, as scripts/demo.sh writes) or in host_vars/ still wins over it."""
+    lines = ["# Ansible inventory of the simulated Ascend cluster (written by ascend-sim; do not edit)"]
+    for hardware in dict.fromkeys(n.hardware for n in cluster.nodes):
+        group = hardware_group(hardware)
+        lines += [f"[{group}]", *(n.name for n in cluster.nodes if n.hardware == hardware), "",
+                  f"[{group}:vars]", f"{PROFILE_VAR}={hardware}", ""]
+    lines.append(f"[{GROUP}]")
     for n in cluster.nodes:
         lines.append(f"{n.name} ansible_host={n.ip} ascend_sim_profile={n.profile} "
                      f"ascend_sim_hardware={n.hardware} ascend_sim_os={n.os}")

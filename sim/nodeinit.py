@@ -75,9 +75,37 @@ def _ids(root: Path, name: str | None, db: str) -> int:
     return 0  # the owner does not exist yet on this node (e.g. before the driver adds HwHiAiUser)
 
 
+INSTALL_INFO = "etc/ascend_install.info"
+
+
+def _install_info(root: Path) -> dict[str, str]:
+    try:
+        text = (root / INSTALL_INFO).read_text()
+    except OSError:
+        return {}
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def device_owner(root: Path, device: dict) -> tuple[str | None, str | None, int]:
+    """Owner, group and mode of a device node as the installed driver leaves it.
+
+    The real driver's host_sys_init.sh (changeDavinciModeOnce, run at install and at every boot) sets
+    /dev/davinciN, davinci_manager, hisi_hdc and devmm_svm to its run user and group from
+    /etc/ascend_install.info (UserName/UserGroup, default HwHiAiUser) with mode 660, or 666 when installed
+    --install-for-all. Without a driver the nodes stay root's (a real node would have none at all).
+    """
+    info = _install_info(root)
+    driver = info.get("Driver_Install_Path_Param")
+    if not driver or not (root / driver.lstrip("/") / "driver" / "version.info").is_file():
+        return None, None, device.get("mode", 0o660)
+    mode = 0o666 if info.get("Driver_Install_For_All") == "yes" else device.get("mode", 0o660)
+    return (info.get("UserName") or device.get("owner"), info.get("UserGroup") or device.get("group"), mode)
+
+
 def populate_dev(root: Path, devices: list[dict], *, previous: list[dict] = ()) -> None:
     """Create the hardware's device nodes (/dev/davinci0, /dev/davinci_manager...) in a node's /dev,
-    removing those of `previous` (the last list) that the hardware no longer has."""
+    owned as the installed driver sets them (device_owner), removing those of `previous` (the last list)
+    that the hardware no longer has."""
     dev = root / "dev"
     gone = {d["path"] for d in previous} - {d["path"] for d in devices}
     for path in sorted(gone):
@@ -85,8 +113,8 @@ def populate_dev(root: Path, devices: list[dict], *, previous: list[dict] = ()) 
     for d in devices:
         path = dev / d["path"].removeprefix("/dev/")
         path.parent.mkdir(parents=True, exist_ok=True)
-        _mknod(path, d["major"], d["minor"], d.get("mode", 0o660),
-               _ids(root, d.get("owner"), "passwd"), _ids(root, d.get("group"), "group"))
+        owner, group, mode = device_owner(root, d)
+        _mknod(path, d["major"], d["minor"], mode, _ids(root, owner, "passwd"), _ids(root, group, "group"))
 
 
 def _setup_dev(root: Path, devices: list[dict]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,12 +22,68 @@ DEB_CACHE = Path(os.environ.get("ASCEND_READY_DEB_CACHE", "/var/cache/ascend-rea
 #: Python the simulator lends every node privately; CentOS 7.6 (3.6) and Kylin V10 (3.7) ship no Python
 #: the wheels support, so python_env is pointed at it, as an operator would at one they installed.
 LENT_PYTHON = "/opt/ascend-sim/bin/python3"
-#: checks no simulated node can pass however it is provisioned: no time service, a small disk, no kernel
-#: headers for the VM's kernel, sshd without pam_limits (limits.d is written, tests read it); and
-#: ascend-check reads python3 and root's environment, while the stack lives in the training user's
-#: venv and shell (a gap reported to the ascend-check owners).
-SIM_CANNOT_PASS = ["os.clock_sync", "os.disk_free", "os.kernel_headers", "os.nofile", "os.memlock",
-                   "versions.installed", "versions.user_libs", "versions.torch_npu_import"]
+CAP_SYS_RESOURCE = 24
+#: the profiles whose package manager is apt (os_prereqs installs from the harness's apt mirror)
+DEBIAN_FAMILY_OS = ("ubuntu2204",)
+
+
+def _host_can_raise(resource_id: int, wanted: int) -> bool:
+    """Whether a login in a node may get `wanted` as its hard limit: nodes share this host's
+    capabilities (no user namespace), and without CAP_SYS_RESOURCE no hard limit rises above the one
+    sshd was started with (the host's; pam_limits' setrlimit gets EPERM)."""
+    hard = resource.getrlimit(resource_id)[1]
+    if hard == resource.RLIM_INFINITY or (wanted != resource.RLIM_INFINITY and hard >= wanted):
+        return True
+    try:
+        caps = next(line for line in Path("/proc/self/status").read_text().splitlines()
+                    if line.startswith("CapEff:"))
+    except (OSError, StopIteration):
+        return False
+    if not int(caps.split()[1], 16) >> CAP_SYS_RESOURCE & 1:
+        return False
+    # nofile can never exceed fs.nr_open, which the nodes share with the host
+    if resource_id == resource.RLIMIT_NOFILE:
+        return int(Path("/proc/sys/fs/nr_open").read_text()) >= wanted
+    return True
+
+
+def sim_cannot_pass(run_dir: Path, *, os_prereqs_repo: str | None = None,
+                    profile: str = "atlas-800t-a2") -> dict[str, str]:
+    """Checks the validate play skips on simulated nodes, each with why: only what this machine cannot
+    give a node, judged here and now (a host that can give it runs the check). Everything else a node
+    passes as a provisioned server does: chronyc answers synchronised, the training user's venv and
+    shell are judged, its torch_npu opens the NPUs the driver gave the HwHiAiUser group."""
+    from ascend_ready.checks.profile import load_profile  # the thresholds the preflight judges by
+
+    prof = load_profile(profile)
+    nodes = json.loads((run_dir / "cluster.json").read_text())["nodes"]
+    no_cap = "this host gives no CAP_SYS_RESOURCE: no login in a node gets a hard"
+    out = {}
+    if not _host_can_raise(resource.RLIMIT_NOFILE, prof.nofile_min):
+        host = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        out["os.nofile"] = (f"{no_cap} nofile above the host's {host}, so limits.d's {prof.nofile_min} "
+                            "cannot take effect (pam_limits applies the rest)")
+    memlock = resource.RLIM_INFINITY if prof.memlock_min_kb is None else prof.memlock_min_kb * 1024
+    if not _host_can_raise(resource.RLIMIT_MEMLOCK, memlock):
+        host_kib = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1] // 1024
+        out["os.memlock"] = f"{no_cap} memlock above the host's {host_kib} KiB"
+    if nodes and nodes[0].get("pid"):
+        st = os.statvfs(Path(f"/proc/{nodes[0]['pid']}/root") / prof.checkpoint_dir.lstrip("/"))
+        free_gb = st.f_bavail * st.f_frsize / 1e9
+        if free_gb < prof.min_disk_free_gb:
+            out["os.disk_free"] = (f"a node's {prof.checkpoint_dir} lies on this machine's node file system: "
+                                   f"{free_gb:.1f} GB free, the profile wants {prof.min_disk_free_gb:g} GB")
+    rhel = sorted(n["name"] for n in nodes if n["os"] not in DEBIAN_FAMILY_OS)
+    if os_prereqs_repo is None:
+        out["os.kernel_headers"] = (
+            "no package mirror reaches the nodes, so os_prereqs installs nothing and no node has headers "
+            f"for the VM kernel {os.uname().release} (sim/harness/apt_mirror.py serves a stand-in to "
+            "apt nodes)")
+    elif rhel:
+        out["os.kernel_headers"] = f"the yum/dnf stand-ins of {', '.join(rhel)} install nothing (no headers)"
+    return out
+
+
 DEVICES = {"atlas-800t-a2": 8, "atlas-800t-a3": 16, "atlas-300i-duo": 0}
 OLD_PYTHON_OS = ("centos76", "kylinv10")
 
@@ -37,14 +94,24 @@ def device_nics(index: int, devices: int) -> list[dict]:
              "gateway": f"192.168.{d}.1"} for d in range(devices)]
 
 
-def group_vars(packages: Path, stack: str) -> dict:
+def run_dir_default() -> Path:
+    return Path(os.environ.get("ASCEND_SIM_RUN_DIR", "/run/ascend-sim"))
+
+
+def group_vars(packages: Path, stack: str, *, run_dir: Path | None = None,
+               os_prereqs_repo: str | None = None) -> dict:
+    """Group vars of the simulated fleet; `os_prereqs_repo`: the apt source the play installs from."""
+    skips = sim_cannot_pass(run_dir or run_dir_default(), os_prereqs_repo=os_prereqs_repo)
+    extra = {} if os_prereqs_repo is None else {"os_prereqs_repo": os_prereqs_repo}
     return {"ascend_training_user": "ascend", "stack_id": stack, "stack_package_source": str(packages),
             # no reboot in a simulated node: the role marks /run/ascend-ready.reboot-required instead
             "ascend_common_reboot": False,
             # the simulator's wheelhouse holds torch, torch_npu and pip; CANN's other Python
             # dependencies come from an index or a full wheelhouse on real fleets
             "python_env_cann_requirements": [],
-            "validate_skip": SIM_CANNOT_PASS}
+            "validate_skip": sorted(skips),
+            # why each is skipped (read by people: the validate role only takes the ids)
+            "ascend_sim_validate_skip_reasons": skips, **extra}
 
 
 def host_vars(nodes: list[dict]) -> dict[str, dict]:
@@ -57,14 +124,16 @@ def host_vars(nodes: list[dict]) -> dict[str, dict]:
     return out
 
 
-def write_inventory(run_dir: Path, out: Path, packages: Path, stack: str) -> Path:
+def write_inventory(run_dir: Path, out: Path, packages: Path, stack: str, *,
+                    os_prereqs_repo: str | None = None) -> Path:
     """out/hosts.ini (the simulator's inventory), out/group_vars/, out/host_vars/; returns hosts.ini."""
     nodes = json.loads((run_dir / "cluster.json").read_text())["nodes"]
     shutil.rmtree(out, ignore_errors=True)
     (out / "group_vars").mkdir(parents=True)
     (out / "host_vars").mkdir()
     shutil.copy(run_dir / "inventory.ini", out / "hosts.ini")
-    (out / "group_vars" / "ascend_nodes.yml").write_text(yaml.safe_dump(group_vars(packages, stack)))
+    values = group_vars(packages, stack, run_dir=run_dir, os_prereqs_repo=os_prereqs_repo)
+    (out / "group_vars" / "ascend_nodes.yml").write_text(yaml.safe_dump(values))
     for name, values in host_vars(nodes).items():
         (out / "host_vars" / f"{name}.yml").write_text(yaml.safe_dump(values))
     return out / "hosts.ini"
@@ -100,10 +169,12 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path,
                         default=Path(os.environ.get("ASCEND_SIM_RUN_DIR", "/run/ascend-sim")))
     parser.add_argument("--no-net-tools", action="store_true", help="leave ifconfig to the os_prereqs role")
+    parser.add_argument("--os-prereqs-repo", help="apt source line of a mirror the nodes reach (apt_mirror)")
     args = parser.parse_args()
     if not args.no_net_tools:
         preinstall_net_tools(args.run_dir)
-    print(write_inventory(args.run_dir, args.out, args.packages.resolve(), args.stack))
+    print(write_inventory(args.run_dir, args.out, args.packages.resolve(), args.stack,
+                          os_prereqs_repo=args.os_prereqs_repo))
 
 
 if __name__ == "__main__":

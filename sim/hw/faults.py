@@ -7,6 +7,7 @@ so `clear_faults` can rebuild the healthy state and the node view can resolve NI
 from __future__ import annotations
 
 import copy
+import ipaddress
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,8 +70,12 @@ FAULTS: dict[str, FaultSpec] = {
     "device-ip-missing": FaultSpec(
         "device NIC has no IP address", ("hccn_tool -ip", "hccn_tool -ping"), {"device": 0}, {}),
     "device-ip-duplicate": FaultSpec(
-        "device NIC carries another device's IP", ("hccn_tool -ip",), {"device": 1, "same_as": 0},
-        {"same_as": "device whose address is copied"}),
+        "device NIC carries another device's IP (of this node, or of a peer: a copied hccn.conf)",
+        ("hccn_tool -ip", "hccn_tool -ping"), {"device": 1, "same_as": 0, "peer": None, "address": None,
+                                               "netmask": None},
+        {"same_as": "device whose address is copied (with peer: the peer's; default: device)",
+         "peer": "copy from this node's device (ascend-sim fault reads its address)",
+         "address": "carry this address instead (netmask: the device's own unless given)"}),
     "tls-mismatch": FaultSpec(
         "one device's TLS switch differs", ("hccn_tool -tls",), {"device": 0, "enable": 1}, {}),
     "driver-version-drift": FaultSpec(
@@ -82,10 +87,17 @@ FAULTS: dict[str, FaultSpec] = {
     "npu-smi-hang": FaultSpec("npu-smi blocks forever", ("npu-smi",), {}, {}),
     "clock-unsynced": FaultSpec(
         "the time daemon lost its NTP source", ("chronyc tracking",), {}, {}),
+    # Not a defect: what `echo N > /sys/bus/pci/devices/<engine>/sriov_numvfs` does on a Kunpeng host (KAE
+    # setups for containers and VMs), so the host's accelerator VFs show in lspci and sysfs.
+    "accelerator-vfs": FaultSpec(
+        "SR-IOV on for the host CPU's accelerator engines (Kunpeng ZIP/SEC/HPRE): their VFs appear",
+        ("sysfs", "lspci"), {"count": 2, "engine": "all"},
+        {"count": "VFs per engine (0 turns SR-IOV off)", "engine": "zip | sec | hpre | all"}),
 }
+_ENGINE_DEVICES = {"zip": "a250", "sec": "a255", "hpre": "a258"}
 
 
-_INT_PARAMS = {"npu", "chip", "temp_c", "pid", "memory_mb", "width", "device", "same_as", "enable"}
+_INT_PARAMS = {"npu", "chip", "temp_c", "pid", "memory_mb", "width", "device", "same_as", "enable", "count"}
 
 
 def _coerce(kind: str, name: str, value):
@@ -170,14 +182,45 @@ def inject_fault(state: dict, kind: str, **params) -> dict:
         _device(new, "device", p)
     elif kind == "device-ip-duplicate":
         _device(new, "device", p)
-        _device(new, "same_as", p)
+        for key in ("address", "netmask"):
+            if p[key] is not None and not _is_ipv4(p[key]):
+                raise SimError(f"device-ip-duplicate: {key}={p[key]!r} is not an IPv4 address")
+        if p["address"] is None:
+            if p["peer"] is not None:
+                raise SimError("device-ip-duplicate: a peer's address is read by `ascend-sim fault`",
+                               hint="here, give the address itself: address=A.B.C.D")
+            _device(new, "same_as", p)
     elif kind == "npu-smi-hang":
         new["hang"] = sorted({*new["hang"], "npu-smi"})
     elif kind == "clock-unsynced":
         new["clock_synced"] = False
+    elif kind == "accelerator-vfs":
+        _set_vfs(new, p)
     new["fault_seq"] = new.get("fault_seq", 0) + 1
     new["faults"].append({"id": new["fault_seq"], "kind": kind, "params": p})
     return new
+
+
+def _is_ipv4(value) -> bool:
+    try:
+        ipaddress.IPv4Address(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def _set_vfs(state: dict, params: dict) -> None:
+    engine = params["engine"]
+    wanted = set(_ENGINE_DEVICES.values()) if engine == "all" else {_ENGINE_DEVICES.get(engine)}
+    engines = [f for f in state.get("host_functions", []) if f["device"] in wanted]
+    if not engines:
+        what = "accelerator engine" if engine == "all" else f"{engine} accelerator engine"
+        raise SimError(f"no {what} on {state['node']['name']} ({state['hardware']})",
+                       hint="the Kunpeng hosts of atlas-800t-a2/a3 have them; engine: zip | sec | hpre | all")
+    for fn in engines:
+        if not 0 <= params["count"] <= fn["total_vfs"]:
+            raise SimError(f"accelerator-vfs: count {params['count']} is outside 0..{fn['total_vfs']}")
+        fn["num_vfs"] = params["count"]
 
 
 def clear_faults(state: dict) -> dict:

@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ascend_ready.sim.hw.state import present_functions, trained_link
+from ascend_ready.sim.hw.state import host_functions, present_functions, trained_link
 
 #: PCIE_SPEED2MBS_ENC of the kernel (drivers/pci/pci.h): per-lane Mb/s after line encoding
 _MBS = {2.5: 2000, 5.0: 4000, 8.0: 7877, 16.0: 15754, 32.0: 31508, 64.0: 63016}
@@ -114,6 +114,7 @@ def write_sysfs(state: dict, sysfs: Path) -> None:
                        f"bc12sc00i00\n"),
         })
         links[fn["bdf"]] = f"../../../devices/{bridge}/{rp['bdf']}/{fn['bdf']}"
+    links.update(_write_host_functions(state, devices))
     for entry in bus.iterdir():
         if entry.name not in links:
             entry.unlink()
@@ -124,6 +125,70 @@ def write_sysfs(state: dict, sysfs: Path) -> None:
         if entry.is_symlink() or entry.exists():
             entry.unlink()
         entry.symlink_to(target)
+
+
+def host_path(fn: dict) -> str:
+    """A host function's directory under sysfs/devices: pciDDDD:BB[/<parent bridge>]/<bdf>."""
+    top = fn["parent"] or fn["bdf"]
+    return f"pci{top[:7]}/" + (f"{fn['parent']}/" if fn["parent"] else "") + fn["bdf"]
+
+
+def _link(path: Path, target: str) -> None:
+    if path.is_symlink() and os.readlink(path) == target:
+        return
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    path.symlink_to(target)
+
+
+def _write_host_functions(state: dict, devices: Path) -> dict[str, str]:
+    """The host CPU's own functions (Kunpeng on-die bridges, engines and their VFs, SAS, USB, NICs).
+
+    Endpoints have no PCIe link registers modelled: their link files read as the kernel prints a function
+    without them (`Unknown`, width 0). Bridges get no link files at all.
+    """
+    functions = host_functions(state)
+    links, wanted = {}, set()
+    for fn in functions:
+        rel = host_path(fn)
+        d = devices / rel
+        wanted.add(d)
+        dev, cls = fn["device"], fn["class"]
+        files = {
+            "vendor": "0x19e5\n", "device": _hex(dev), "class": f"0x{cls}\n",
+            "subsystem_vendor": "0x0000\n", "subsystem_device": "0x0000\n",
+            "revision": f"0x{fn['revision']}\n", "numa_node": f"{fn['numa_node']}\n", "irq": f"{fn['irq']}\n",
+            "uevent": ((f"DRIVER={fn['driver']}\n" if fn["driver"] else "")
+                       + f"PCI_CLASS={cls.upper().lstrip('0') or '0'}\nPCI_ID=19E5:{dev.upper()}\n"
+                       f"PCI_SUBSYS_ID=0000:0000\nPCI_SLOT_NAME={fn['bdf']}\n"
+                       f"MODALIAS=pci:v000019E5d0000{dev.upper()}sv00000000sd00000000"
+                       f"bc{cls[:2].upper()}sc{cls[2:4].upper()}i{cls[4:].upper()}\n"),
+        }
+        if "secondary" in fn:
+            files.update(secondary_bus_number=f"{fn['secondary']}\n",
+                         subordinate_bus_number=f"{fn['secondary']}\n")
+        else:
+            files.update(current_link_speed="Unknown\n", current_link_width="0\n",
+                         max_link_speed="Unknown\n", max_link_width="0\n")
+        if "total_vfs" in fn:
+            files.update(sriov_totalvfs=f"{fn['total_vfs']}\n", sriov_numvfs=f"{fn['num_vfs']}\n",
+                         sriov_offset="1\n", sriov_stride="1\n", sriov_vf_device=f"{fn['vf_device']}\n")
+        _files(d, files)
+        if "physfn" in fn:
+            _link(d / "physfn", f"../{fn['physfn']}")
+        vfs = [v for v in functions if v.get("physfn") == fn["bdf"]]
+        for v in vfs:
+            _link(d / f"virtfn{v['vf_index']}", f"../{v['bdf']}")
+        for old in d.glob("virtfn*"):
+            if old.name[6:].isdigit() and int(old.name[6:]) >= len(vfs):
+                old.unlink()
+        links[fn["bdf"]] = f"../../../devices/{rel}"
+    # VFs of an engine whose SR-IOV was turned off again leave the tree (the host bridges stay).
+    for bridge in devices.glob("pci*"):
+        for d in [*bridge.glob("*/*/physfn"), *bridge.glob("*/physfn")]:
+            if d.parent not in wanted:
+                shutil.rmtree(d.parent, ignore_errors=True)
+    return links
 
 
 # ---------------------------------------------------------------- dmesg
@@ -138,6 +203,10 @@ def render_dmesg(state: dict) -> str:
     prod = state["product"]
     lines: list[tuple[float, str]] = [(0.0, "Booting Linux on physical CPU 0x0000080000 [0x481fd010]")]
     present = {f["bdf"] for f in present_functions(state)}
+    for k, fn in enumerate(host_functions(state)):
+        kind = "01" if fn["class"].startswith("0604") else "00"
+        lines.append((1.2 + 0.002 * k,
+                      f"pci {fn['bdf']}: [19e5:{fn['device']}] type {kind} class 0x{fn['class']}"))
     for k, fn in enumerate(state["pci_functions"]):
         rp, t = fn["root_port"], 1.8 + 0.004 * k
         lines.append((t, f"pci {rp['bdf']}: [19e5:{rp['device']}] type 01 class 0x060400"))

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ascend_ready.sim.hw.profiles import PROFILES
+from ascend_ready.sim.hw.profiles import ENGINES, PROFILES
 
 SCHEMA = 1
 HEALTH_ORDER = ("OK", "Warning", "Alarm", "Critical")
@@ -97,6 +97,7 @@ def initial_state(hardware: str, *, node_index: int, node_name: str) -> dict:
             "product_name", "board_id", "has_device_nic", "firmware_version")},
         "npus": npus,
         "pci_functions": functions,
+        "host_functions": _host_functions(p["host_functions"]),
         "processes": [],
         "hang": [],
         "clock_synced": True,  # what `chronyc tracking` reports (the node's clock is the host's)
@@ -105,7 +106,45 @@ def initial_state(hardware: str, *, node_index: int, node_name: str) -> dict:
     }
 
 
+def _host_functions(table: list[dict]) -> list[dict]:
+    """The host CPU's own PCI functions (profiles.KUNPENG_920...): engines get their SR-IOV fields, off."""
+    out = []
+    for k, fn in enumerate(table):
+        fn = {**fn, "irq": 40 + 2 * k}
+        if fn["class"].startswith("0604"):  # the bus behind a bridge: its children's
+            fn["secondary"] = min(int(c["bdf"][5:7], 16) for c in table if c["parent"] == fn["bdf"])
+        if fn["device"] in ENGINES:
+            vf_device, _driver, total = ENGINES[fn["device"]]
+            fn.update(vf_device=vf_device, total_vfs=total, num_vfs=0)
+        out.append(fn)
+    return out
+
+
 # ---------------------------------------------------------------- read helpers (host and node)
+
+def _rid(bdf: str) -> int:
+    return int(bdf[5:7], 16) << 8 | int(bdf[8:10], 16) << 3 | int(bdf[11])
+
+
+def _bdf(domain: str, rid: int) -> str:
+    return f"{domain}:{rid >> 8:02x}:{(rid >> 3) & 0x1F:02x}.{rid & 7}"
+
+
+def host_functions(state: dict) -> list[dict]:
+    """Every host function the OS lists, with the virtual functions of engines whose SR-IOV is on.
+
+    A VF is `{"physfn": <PF bdf>, "vf_index": i, ...}` at routing id PF + 1 + i (offset 1, stride 1, the
+    0000:75:00.1 / 75:00.2 VFs of 75:00.0 in the KAE pass-through scripts) with the VF device id.
+    """
+    out = []
+    for fn in state.get("host_functions", []):
+        out.append(fn)
+        for i in range(fn.get("num_vfs", 0)):
+            out.append({**{k: v for k, v in fn.items() if k not in ("num_vfs", "total_vfs", "vf_device")},
+                        "bdf": _bdf(fn["bdf"][:4], _rid(fn["bdf"]) + 1 + i), "device": fn["vf_device"],
+                        "physfn": fn["bdf"], "vf_index": i, "irq": 0})
+    return out
+
 
 def present_npus(state: dict) -> list[dict]:
     return [npu for npu in state["npus"] if npu["present"]]
@@ -168,9 +207,11 @@ def worst_health(healths: list[str]) -> str:
 
 
 def device_nodes(state: dict) -> list[dict]:
-    """Character devices the driver's udev rules would create: one davinciN per present chip + managers.
+    """Character devices the driver creates: one davinciN per present chip + the managers.
 
-    Majors follow the ArthurChiao 910B1 capture (hisi_hdc 237, devmm_svm 238); davinci* use 236.
+    Majors, owner and mode follow the ArthurChiao 910B1 capture (`crw-rw---- HwHiAiUser HwHiAiUser 237, 0
+    /dev/hisi_hdc`, devmm_svm 238); davinci* use 236. owner/group/mode are the driver's defaults: the node
+    applies the installed driver's own (ascend_ready.sim.nodeinit.device_owner).
     """
     def node(path: str, major: int, minor: int) -> dict:
         return {"path": path, "kind": "c", "major": major, "minor": minor, "mode": 0o660,
@@ -257,6 +298,9 @@ def _nic_override(view: NodeView, fault: dict, logic_id: int, key: str):
     if kind == "device-ip-missing" and key in ("address", "netmask"):
         return None
     if kind == "device-ip-duplicate" and key in ("address", "netmask"):
+        if params.get("address"):  # a given address (another node's): the device's own netmask unless given
+            return params["address"] if key == "address" else params.get("netmask") or view.raw_nic_value(
+                logic_id, "netmask")
         return view.raw_nic_value(params["same_as"], key)
     if kind == "tls-mismatch" and key == "tls":
         return params["enable"]

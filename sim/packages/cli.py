@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from ascend_ready.errors import ConfigError
+from ascend_ready.cli_guard import GuardedGroup
 from ascend_ready.sim.packages.builder import ARCHES, build_package_dir, missing_node_tools
 
 
-@click.group("packages")
+@click.group("packages", cls=GuardedGroup)
 def packages_command() -> None:
     """Fake Ascend installer packages and stand-in wheels."""
 
@@ -35,13 +35,7 @@ def build(dest: Path, stacks: tuple[str, ...], arch: str, products: tuple[str, .
         if not isinstance(value, dict):
             raise click.BadParameter("must be a JSON object", param_hint="--stack")
         parsed.append(value)
-    try:
-        out = build_package_dir(dest, parsed, arch=arch, products=products)
-    except ConfigError as exc:
-        click.echo(f"error: {exc.message}", err=True)
-        if exc.hint:
-            click.echo(f"hint: {exc.hint}", err=True)
-        raise SystemExit(exc.exit_code) from exc
+    out = build_package_dir(dest, parsed, arch=arch, products=products)
     for tool in missing_node_tools():
         click.echo(f"warning: {tool} is missing from sim/node/bin; the driver package "
                    "installs a placeholder that fails", err=True)

@@ -111,8 +111,23 @@ remove_driver_files() {
     rm -f "$ROOT/usr/local/sbin/npu-smi" "$ROOT/usr/bin/hccn_tool"
 }
 
+# set_device_modes OWNER GROUP MODE: the device nodes the driver serves, as its host_sys_init.sh
+# (changeDavinciModeOnce) leaves them: the run user and group, 660 (666 --install-for-all). Without the
+# driver the simulator keeps them root's (a real node has none then).
+# The ids come from the node's own account files ($ROOT's, not the host's, under ASCEND_SIM_FSROOT).
+set_device_modes() {
+    _uid=$(sed -n "s/^$1:[^:]*:\([0-9]*\):.*/\1/p" "$ROOT/etc/passwd" | head -n 1)
+    _gid=$(sed -n "s/^$2:[^:]*:\([0-9]*\):.*/\1/p" "$ROOT/etc/group" | head -n 1)
+    [ -n "$_uid" ] && [ -n "$_gid" ] || return 1
+    for _dev in "$ROOT"/dev/hisi_hdc "$ROOT"/dev/davinci_manager "$ROOT"/dev/devmm_svm "$ROOT"/dev/davinci[0-9]*; do
+        [ -c "$_dev" ] || continue
+        chmod "$3" "$_dev" && chown "$_uid:$_gid" "$_dev" || return 1
+    done
+}
+
 if [ "$uninstall" = y ]; then
     remove_driver_files "$installed_path"
+    set_device_modes root root 660
     for key in Driver_Install_Type Driver_Install_Path_Param Driver_Install_For_All Driver_Install_Mode \
         Driver_Install_Status; do
         info_del "$key"
@@ -207,6 +222,9 @@ chmod 555 "$ROOT$INSTALL_PATH"/driver/tools/*
 say "[INFO]upgradePercentage:90%"
 say "[INFO]Waiting for device startup..."
 pause
+dev_mode=660
+[ "$install_for_all" = y ] && dev_mode=666
+set_device_modes "$username" "$usergroup" "$dev_mode" || end_log 1
 say "[INFO]Device startup success"
 cp ./version.info "$ROOT$INSTALL_PATH/driver/version.info" && chmod 444 "$ROOT$INSTALL_PATH/driver/version.info"
 say "[INFO]upgradePercentage:100%"

@@ -116,7 +116,9 @@ def torch_npu_files(version: str) -> dict[str, str]:
     - no libhccl.so on LD_LIBRARY_PATH (CANN set_env.sh not sourced): `from torch_npu import _C` fails
       with the loader's message (sample error_torch-npu_libhccl-not-found). ASCEND_SIM_FSROOT, set only by
       tests that install into a scratch root, is prefixed to the searched directories (and to /dev);
-    - `torch_npu.npu` (also `torch.npu`) counts the node's /dev/davinciN chips, honouring
+    - `torch_npu.npu` (also `torch.npu`) counts the node's /dev/davinciN chips this process may open
+      (read and write, as the driver's mode 660 HwHiAiUser:HwHiAiUser allows its group), and none when the
+      manager devices (davinci_manager, devmm_svm, hisi_hdc) are not open to it, honouring
       ASCEND_RT_VISIBLE_DEVICES: is_available() is False on a node without them.
     """
     base = _base(version)
@@ -151,13 +153,19 @@ def torch_npu_files(version: str) -> dict[str, str]:
         "from torch_npu.utils import _should_print_warning  # noqa: F401\n"
         "\n"
         "\n"
+        "_MANAGERS = ('davinci_manager', 'devmm_svm', 'hisi_hdc')\n"
+        "\n"
+        "\n"
         "def _devices():\n"
         "    # The chips the driver exposes (/dev/davinciN) that this process may open (HwHiAiUser group),\n"
         "    # in logical order; ASCEND_RT_VISIBLE_DEVICES picks logical ids from them as the runtime does.\n"
+        "    # The runtime reaches every chip through the manager devices: without them it sees none.\n"
         "    dev = os.environ.get('ASCEND_SIM_FSROOT', '') + '/dev'\n"
         "    try:\n"
         "        names = os.listdir(dev)\n"
         "    except OSError:\n"
+        "        return []\n"
+        "    if not all(os.access(dev + '/' + m, os.R_OK | os.W_OK) for m in _MANAGERS):\n"
         "        return []\n"
         "    ids = sorted(int(n[7:]) for n in names if re.fullmatch(r'davinci[0-9]+', n))\n"
         "    found = [i for i in ids if os.access(dev + '/davinci%d' % i, os.R_OK | os.W_OK)]\n"

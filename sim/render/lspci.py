@@ -1,13 +1,22 @@
-"""`lspci` over the simulated PCI tree: the short listing and the `-vvv` dump of NPUs and root ports.
+"""`lspci` over the simulated PCI tree: the short listing and the `-vvv` dump of NPUs, their root ports
+and the host CPU's own functions (Kunpeng on-die bridges, KAE engines, SAS/AHCI, USB, HNS3 NICs).
 
-Layout and wording follow pciutils (ls-caps.c: TABs, `(downgraded)`/`(ok)` only on endpoints) and the
-910B `lspci -vvv` capture in the shared samples (lspci-vvv_910b4-d802_link-downgraded).
+Layout and wording follow pciutils (ls-caps.c: TABs, `(downgraded)`/`(ok)` only on endpoints; the
+`(prog-if ..)` of -v titles), the 910B `lspci -vvv` capture in the shared samples
+(lspci-vvv_910b4-d802_link-downgraded) and, for the host functions, the Kunpeng captures named in
+ascend_ready.sim.hw.profiles (names from pci.ids).
 """
 
 from __future__ import annotations
 
-from ascend_ready.sim.hw.profiles import KERNEL_MODULES
-from ascend_ready.sim.hw.state import NodeView, present_functions, trained_link
+from ascend_ready.sim.hw.profiles import (
+    CLASS_NAMES,
+    ENGINES,
+    HOST_DEVICE_NAMES,
+    KERNEL_MODULES,
+    PROG_IF_NAMES,
+)
+from ascend_ready.sim.hw.state import NodeView, host_functions, present_functions, trained_link
 from ascend_ready.sim.render.npu_smi import ToolError
 
 VENDOR = "Huawei Technologies Co., Ltd."
@@ -37,7 +46,7 @@ def _cmp(sta: float, cap: float) -> str:
 
 
 def devices(view: NodeView) -> list[dict]:
-    """Every visible function: root ports (always there) and present NPU functions, by address."""
+    """Every visible function by address: root ports (always there), present NPU functions, host functions."""
     state, prod = view.state, view.state["product"]
     present = {f["bdf"] for f in present_functions(state)}
     out: dict[str, dict] = {}
@@ -45,25 +54,43 @@ def devices(view: NodeView) -> list[dict]:
         rp = fn["root_port"]
         up = fn["bdf"] in present
         link = trained_link(fn) if up else {"speed": None, "width": 0}
-        out[rp["bdf"]] = {"bdf": rp["bdf"], "kind": "port", "class": "0604", "device": rp["device"],
-                          "rev": rp["revision"], "fn": fn, "link": link, "up": up}
+        out[rp["bdf"]] = {"bdf": rp["bdf"], "kind": "port", "class": "0604", "prog_if": "00",
+                          "device": rp["device"], "rev": rp["revision"], "fn": fn, "link": link, "up": up}
         if up:
-            out[fn["bdf"]] = {"bdf": fn["bdf"], "kind": "npu", "class": "1200", "device": prod["pci_device"],
-                              "rev": prod["pci_revision"], "fn": fn, "link": link, "up": True}
+            out[fn["bdf"]] = {"bdf": fn["bdf"], "kind": "npu", "class": "1200", "prog_if": "00",
+                              "device": prod["pci_device"], "rev": prod["pci_revision"], "fn": fn,
+                              "link": link, "up": True}
+    for fn in host_functions(state):
+        out[fn["bdf"]] = {"bdf": fn["bdf"], "kind": "host", "class": fn["class"][:4],
+                          "prog_if": fn["class"][4:], "device": fn["device"], "rev": fn["revision"], "fn": fn}
     return [out[k] for k in sorted(out)]
 
 
-def _title(dev: dict, numeric: int, domain: bool) -> str:
+def _name(dev: dict) -> str | None:
+    """The pci.ids name; None where pci.ids has none (the 910B captures print `Device d802`)."""
+    if dev["kind"] == "port":
+        return "HiSilicon PCIe Root Port with Gen4"
+    if dev["kind"] == "host":
+        return HOST_DEVICE_NAMES.get(dev["device"])
+    return None
+
+
+def _title(dev: dict, numeric: int, domain: bool, verbose: bool) -> str:
     bdf = dev["bdf"] if domain else dev["bdf"][5:]
-    cls = "PCI bridge" if dev["kind"] == "port" else "Processing accelerators"
-    name = "HiSilicon PCIe Root Port with Gen4" if dev["kind"] == "port" else f"Device {dev['device']}"
+    cls = CLASS_NAMES.get(dev["class"], f"Class {dev['class']}")
+    name = _name(dev)
     if numeric == 1:
-        return f"{bdf} {dev['class']}: 19e5:{dev['device']} (rev {dev['rev']})"
-    if numeric >= 2:
-        name = (f"{name} [19e5:{dev['device']}]" if dev["kind"] == "port"
-                else f"Device [19e5:{dev['device']}]")
-        return f"{bdf} {cls} [{dev['class']}]: {VENDOR} {name} (rev {dev['rev']})"
-    return f"{bdf} {cls}: {VENDOR} {name} (rev {dev['rev']})"
+        head = f"{bdf} {dev['class']}: 19e5:{dev['device']} (rev {dev['rev']})"
+    elif numeric >= 2:
+        named = f"{name} [19e5:{dev['device']}]" if name else f"Device [19e5:{dev['device']}]"
+        head = f"{bdf} {cls} [{dev['class']}]: {VENDOR} {named} (rev {dev['rev']})"
+    else:
+        head = f"{bdf} {cls}: {VENDOR} {name or 'Device ' + dev['device']} (rev {dev['rev']})"
+    # -v and up show the programming interface where it is not 00 or has a name (-n: numbers only).
+    prog_name = None if numeric == 1 else PROG_IF_NAMES.get(dev["class"] + dev["prog_if"])
+    if verbose and (prog_name or dev["prog_if"] != "00"):
+        head += f" (prog-if {dev['prog_if']}" + (f" [{prog_name}]" if prog_name else "") + ")"
+    return head
 
 
 def _npu_detail(view: NodeView, dev: dict) -> list[str]:
@@ -192,6 +219,51 @@ def _port_detail(dev: dict) -> list[str]:
     ]
 
 
+def _host_detail(dev: dict) -> list[str]:
+    """An on-die function, modelled on the one captured Kunpeng on-die capability list (the SAS HBA's
+    `lspci -v -s 74:02.0`, LKML 2025-06-03, Zenghui Yu: Express Root Complex Integrated Endpoint, MSI, PM):
+    no link registers. Bridges show their bus numbers, engines their SR-IOV capability."""
+    fn = dev["fn"]
+    lines = [
+        "\tControl: I/O- Mem+ BusMaster+ SpecCycle- MemWINV- VGASnoop- ParErr- Stepping- SERR- "
+        "FastB2B- DisINTx+",
+        "\tStatus: Cap+ 66MHz- UDF- FastB2B- ParErr- DEVSEL=fast >TAbort- <TAbort- <MAbort- "
+        ">SERR- <PERR- INTx-",
+        "\tLatency: 0",
+    ]
+    if dev["class"] == "0604":
+        sec = f"{fn['secondary']:02x}"
+        lines += [f"\tBus: primary={fn['bdf'][5:7]}, secondary={sec}, subordinate={sec}, sec-latency=0",
+                  f"\tNUMA node: {fn['numa_node']}",
+                  "\tCapabilities: [40] Express (v2) Root Port (Slot-), MSI 00"]
+    else:
+        if fn["irq"]:
+            lines.append(f"\tInterrupt: pin A routed to IRQ {fn['irq']}")
+        lines += [f"\tNUMA node: {fn['numa_node']}",
+                  "\tCapabilities: [40] Express (v2) Root Complex Integrated Endpoint, MSI 00",
+                  "\tCapabilities: [80] MSI: Enable+ Count=32/32 Maskable+ 64bit+",
+                  "\tCapabilities: [b0] Power Management version 3"]
+        if "total_vfs" in fn:
+            lines += ["\tCapabilities: [200 v1] Single Root I/O Virtualization (SR-IOV)",
+                      f"\t\tInitial VFs: {fn['total_vfs']}, Total VFs: {fn['total_vfs']}, "
+                      f"Number of VFs: {fn['num_vfs']}, Function Dependency Link: 00",
+                      f"\t\tVF offset: 1, stride: 1, Device ID: {fn['vf_device']}"]
+    if fn["driver"]:
+        lines.append(f"\tKernel driver in use: {fn['driver']}")
+    engine = next((e for pf, e in ENGINES.items() if fn["device"] in (pf, e[0])), None)
+    if engine is not None:
+        lines.append(f"\tKernel modules: {engine[1]}")
+    return lines
+
+
+def _driver(view: NodeView, dev: dict) -> str | None:
+    if dev["kind"] == "host":
+        return dev["fn"]["driver"]
+    if dev["kind"] == "port":
+        return "pcieport"
+    return "devdrv_device_driver" if view.driver_version is not None else None
+
+
 def _matches(dev: dict, slot: str | None, ids: str | None) -> bool:
     if slot is not None:
         want = slot.lower()
@@ -229,12 +301,10 @@ def run(view: NodeView, args: list[str]) -> str:
     for dev in devices(view):
         if not _matches(dev, slot, ids):
             continue
-        out.append(_title(dev, numeric, domain))
+        out.append(_title(dev, numeric, domain, verbose > 0))
         if verbose:
-            detail = _npu_detail(view, dev) if dev["kind"] == "npu" else _port_detail(dev)
-            out += [*detail, ""]
-        elif kernel:
-            driver = "devdrv_device_driver" if dev["kind"] == "npu" else "pcieport"
-            if dev["kind"] == "port" or view.driver_version is not None:
-                out.append(f"\tKernel driver in use: {driver}")
+            detail = {"npu": lambda d: _npu_detail(view, d), "port": _port_detail, "host": _host_detail}
+            out += [*detail[dev["kind"]](dev), ""]
+        elif kernel and (driver := _driver(view, dev)) is not None:
+            out.append(f"\tKernel driver in use: {driver}")
     return "".join(line + "\n" for line in out)

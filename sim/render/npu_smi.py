@@ -230,6 +230,59 @@ INFO_TYPES = {"board": board, "health": health, "temp": temp, "usages": usages, 
               "common": common}
 
 
+# ---------------------------------------------------------------- info -t topo
+
+_TOPO_LEGEND = ("Legend:\n\n"
+                "  X    = Self\n"
+                "  SYS  = Path traversing PCIe and NUMA nodes. Nodes are connected through SMP, such as QPI, "
+                "UPI.\n"
+                "  PHB  = Path traversing PCIe and the PCIe host bridge of a CPU.\n"
+                "  PIX  = Path traversing a single PCIe switch\n"
+                "  PXB  = Path traversing multipul PCIe switches\n"
+                "  HCCS = Connection traversing HCCS.\n")
+_A3_LEGEND = ("  SIO  = Path traversing the SIO bus\n"
+              "  HCCS_SW = Connection traversing HCCS through a switch\n")
+
+
+def topo(view: NodeView) -> str:
+    """`npu-smi info -t topo`: a TAB and 3 spaces, then `%-11s` per device, one `%-11s` row per device,
+    the legend. A2 (ArthurChiao 910B1 and ms-swift 910B3 captures): NPU<logic id>, all HCCS, and the CPU
+    Affinity of the chip's NUMA node (24 cores each on the 192-core host; node = bus >> 5 matches the
+    captured order C1/01/C2/02/81/41/82/42 -> 144-167/0-23/.../48-71). A3 (sglang#30453 capture):
+    Phy-ID<n>, SIO between the two chips of an NPU, HCCS_SW across NPUs, no affinity column."""
+    state = view.state
+    family = state["product"]["family"]
+    if family == "310p":  # no capture of an inference card's topology: refused like an unknown type
+        raise ToolError(TOPO_UNKNOWN)
+    chips = [(npu, chip) for npu in present_npus(state) for chip in npu["chips"]]
+    if family == "910_93":
+        labels = [f"Phy-ID{chip['phy_id']}" for _npu, chip in chips]
+        npu_of = [npu["id"] for npu, _chip in chips]
+
+        def link(a: int, b: int) -> str:
+            return "SIO" if npu_of[a] == npu_of[b] else "HCCS_SW"
+        affinity = None
+        legend = _TOPO_LEGEND + _A3_LEGEND
+    else:
+        labels = [f"NPU{chip['logic_id']}" for _npu, chip in chips]
+
+        def link(a: int, b: int) -> str:
+            return "HCCS"
+        affinity = []
+        for _npu, chip in chips:
+            node = int(chip["bus_id"][5:7], 16) >> 5
+            affinity.append(f"{24 * node}-{24 * node + 23}")
+        legend = _TOPO_LEGEND
+    head = "\t   " + "".join(f"{label:<11}" for label in labels) + ("CPU Affinity" if affinity else "")
+    rows = [(f"{a:<11}" + "".join(f"{'X' if i == j else link(i, j):<11}" for j in range(len(labels)))
+             + (affinity[i] if affinity else "")).rstrip() for i, a in enumerate(labels)]
+    return "\n".join([head.rstrip(), *rows]) + "\n\n" + legend + "  NA   = Unknown relationship.\n"
+
+
+TOPO_UNKNOWN = ("Usage: npu-smi info [-t <type> -i <id> [-c <chip_id>]] | info -t topo | info -m | info -l\n"
+                "    type: board, health, temp, usages, power, common\n")
+
+
 # ---------------------------------------------------------------- info -m / info -l
 
 def mapping(view: NodeView) -> str:

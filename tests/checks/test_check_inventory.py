@@ -9,6 +9,18 @@ from ascend_ready.errors import ConfigError
 
 # What `ascend-sim inventory` prints (sim/inventory.py); long lines folded for the linter.
 SIM_INI = """# Ansible inventory of the simulated Ascend cluster (written by ascend-sim; do not edit)
+[ascend_sim_atlas_800t_a2]
+node01
+
+[ascend_sim_atlas_800t_a2:vars]
+ascend_check_profile=atlas-800t-a2
+
+[ascend_sim_atlas_800t_a3]
+node04
+
+[ascend_sim_atlas_800t_a3:vars]
+ascend_check_profile=atlas-800t-a3
+
 [ascend_nodes]
 node01 ansible_host=10.251.0.11 ascend_sim_profile=a2-ubuntu2204 ascend_sim_hardware=atlas-800t-a2 \
 ascend_sim_os=ubuntu2204
@@ -18,7 +30,7 @@ ascend_sim_os=openeuler2203
 [ascend_nodes:vars]
 ansible_user=root
 ansible_ssh_private_key_file=/run/ascend-sim/ssh/id_ed25519
-ansible_ssh_common_args='-o UserKnownHostsFile=/run/ascend-sim/ssh/known_hosts -o StrictHostKeyChecking=yes \
+ansible_ssh_common_args='-o UserKnownHostsFile=/run/ascend-sim/known_hosts -o StrictHostKeyChecking=yes \
 -o IdentitiesOnly=yes -o GlobalKnownHostsFile=/dev/null'
 ascend_sim_sudo_user=ascend
 """.replace("\\\n", "")
@@ -30,9 +42,12 @@ def test_sim_inventory(tmp_path):
     n1, n4 = load_inventory(path)
     assert (n1.name, n1.address, n1.user, n1.port) == ("node01", "10.251.0.11", "root", None)
     assert n1.key_file == "/run/ascend-sim/ssh/id_ed25519"
-    assert n1.known_hosts_file == "/run/ascend-sim/ssh/known_hosts"
-    assert n1.groups == ["ascend_nodes"]
+    assert n1.known_hosts_file == "/run/ascend-sim/known_hosts"
+    assert n1.groups == ["ascend_sim_atlas_800t_a2", "ascend_nodes"]
     assert n4.vars["ascend_sim_hardware"] == "atlas-800t-a3" and "ansible_user" not in n4.vars
+    # the bundled profile each node is judged by, in the variable any inventory may set
+    profiles = (n1.vars["ascend_check_profile"], n4.vars["ascend_check_profile"])
+    assert profiles == ("atlas-800t-a2", "atlas-800t-a3")
 
 
 def test_ini_groups_children_ranges_and_precedence(tmp_path):

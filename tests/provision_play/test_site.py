@@ -34,7 +34,7 @@ def expected(node: str) -> mx.ResolvedStack:
 @pytest.fixture(scope="module")
 def fleet(fleet_factory):
     f = fleet_factory(PROFILES, 1)
-    f.group_vars = sim_fleet.group_vars(f.packages, STACK)
+    f.group_vars = sim_fleet.group_vars(f.packages, STACK, run_dir=f.cluster.run_dir)
     f.host_vars = sim_fleet.host_vars([vars(n) for n in f.cluster.nodes])
     f.write_inventory(f.group_vars, f.host_vars)
     return f
@@ -74,6 +74,14 @@ def test_first_run_installs_the_resolved_stack(fleet):
         versions = fleet.sh(node, f". {want.layout.set_env} && {venv} -c 'import torch, torch_npu; "
                                   f"print(torch.__version__, torch_npu.__version__)'").split()
         assert versions == [want.torch, want.torch_npu]
+        # The driver left its device nodes to its run user (mode 666: npu_driver installs --install-for-all),
+        # so the training user's own login sees every chip, as the real torch_npu would.
+        assert fleet.sh(node, "stat -c '%U:%G %a' /dev/davinci0 /dev/davinci_manager /dev/hisi_hdc").split(
+            "\n")[:-1] == ["HwHiAiUser:HwHiAiUser 666"] * 3
+        hardware = fleet.cluster.node(node).hardware
+        count = "import torch_npu; print(torch_npu.npu.device_count())"
+        seen = fleet.sh(node, f"su - ascend -c \"{venv} -c '{count}'\"")
+        assert seen.split()[-1] == str(sim_fleet.DEVICES[hardware])
         assert fleet.read(node, "/run/ascend-ready.reboot-required").startswith("NPU driver/firmware changed")
         hccn = fleet.read(node, "/etc/hccn.conf")
         assert f"address_7=192.168.7.{11 + NODES.index(node)}" in hccn and "netdetect_0=192.168.0.1" in hccn
@@ -147,7 +155,10 @@ def test_failures_stay_on_their_host_and_change_nothing(fleet):
          "node02": {**fleet.host_vars["node02"], "stack_package_source": str(corrupt)},
          # torch 2.9.0 wheels are manylinux_2_28: CentOS 7.6's glibc 2.17 cannot load them
          "node03": {**fleet.host_vars["node03"], "stack_id": "", "stack_torch": "2.9.0"}},
-        extra_hosts="node05 ansible_host=10.251.201.99 ansible_ssh_common_args='-o ConnectTimeout=3'")
+        # an address of this fleet's own subnet where no node answers (another session's cluster may
+        # hold any other 10.251.x.0/24)
+        extra_hosts=f"node05 ansible_host={fleet.cluster.subnet.rsplit('.', 1)[0]}.99 "
+                    "ansible_ssh_common_args='-o ConnectTimeout=3'")
     watched = ("find /usr/local/Ascend /etc/sysctl.d /etc/security/limits.d /home/ascend -type f "
                "-exec md5sum {} + | sort")
     snapshot = {n: fleet.sh(n, watched) for n in ("node02", "node03")}
@@ -173,10 +184,15 @@ def test_a_driver_install_killed_halfway_is_completed_by_the_next_run(fleet):
     # An upgrade that dies after removing the old driver and before writing version.info.
     fleet.sh("node01", "sed -i 's/^Version=.*/Version=24.1.rc2/' /usr/local/Ascend/driver/version.info")
     # setsid: the installer and the payload script it starts share one process group, killed at once.
-    fleet.sh("node01", f"ASCEND_SIM_INSTALL_DELAY=30 setsid {staged} --upgrade --quiet >/dev/null 2>&1 & "
-                       "pid=$!; for i in $(seq 200); do "
-                       "test -e /usr/local/Ascend/driver/version.info || break; sleep 0.1; done; "
-                       "sleep 0.3; env kill -KILL -- -$pid")
+    # It is killed once its log says it is past the removal, in its first pause (10%); waited for, with a
+    # bound, not slept on.
+    log = "/var/log/ascend_seclog/ascend_install.log"
+    reached = f"grep -q 'upgradePercentage:10%' {log}"
+    fleet.sh("node01", f": > {log}; ASCEND_SIM_INSTALL_DELAY=30 setsid {staged} --upgrade --quiet "
+                       ">/dev/null 2>&1 & pid=$!; "
+                       f"for i in $(seq 600); do {reached} && break; sleep 0.1; done; "
+                       "env kill -KILL -- -$pid; "
+                       f"{reached} || {{ echo 'the installer never reached 10%' >&2; exit 1; }}")
     assert fleet.sh("node01", "test -e /usr/local/Ascend/driver/version.info && echo present || echo gone"
                     ).strip() == "gone"
     result = fleet.play(*SKIP, "--limit", "node01")

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sim_support import own_cluster, wait_for
 
 from ascend_ready.sim import base
 from ascend_ready.sim import cluster as sim
@@ -19,8 +20,7 @@ from ascend_ready.sim.net import netns_list
 pytestmark = pytest.mark.sim
 
 ASCEND_SIM = str(Path(sys.executable).with_name("ascend-sim"))
-RUN_DIR = "/run/ascend-sim-pytest-life"
-SUBNET = "10.251.201.0/24"
+RUN_DIR, SUBNET = own_cluster("life", 5)  # default /run/ascend-sim-pytest-life, 10.251.200.160/27
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_up8_is_fast_and_down_leaves_nothing(own_run_dir, capsys):
     assert status["running"] is True
     assert [(n["name"], n["state"]) for n in status["nodes"]] == [
         (f"node{i:02d}", "running") for i in range(1, 9)]
-    assert status["nodes"][5]["ip"] == "10.251.201.16"
+    assert status["nodes"][5]["ip"] == c.net.node_ip(6)
 
     r = _cli("exec", "node06", "--", "sh", "-c", "hostname; exit 7")
     assert (r.returncode, r.stdout) == (7, "node06\n")
@@ -73,7 +73,7 @@ def test_up8_is_fast_and_down_leaves_nothing(own_run_dir, capsys):
     assert (r.returncode, r.stdout) == (3, f"{RUN_DIR}/inventory.ini\n")
     r = _cli("inventory")
     assert r.returncode == 0 and r.stdout == (own_run_dir / "inventory.ini").read_text()
-    assert "node08 ansible_host=10.251.201.18" in r.stdout
+    assert f"node08 ansible_host={c.net.node_ip(8)}" in r.stdout
 
     r = _cli("up", "2")
     assert r.returncode == 2 and "already running" in r.stderr
@@ -90,10 +90,8 @@ def test_up8_is_fast_and_down_leaves_nothing(own_run_dir, capsys):
 def test_down_cleans_a_half_dead_cluster(own_run_dir):
     c = sim.up(2)
     os.kill(c.nodes[0].pid, signal.SIGKILL)  # one node crashed
-    deadline = time.monotonic() + 5
-    while c.nodes[0].alive() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not c.nodes[0].alive() and c.nodes[1].alive()
+    wait_for(lambda: not c.nodes[0].alive(), 30, "the killed node to be gone")
+    assert c.nodes[1].alive()
     assert sim.down() is not None
     assert_nothing_left(c)
 
@@ -109,14 +107,10 @@ def test_sshd_restart_does_not_kill_the_node(own_run_dir):
     first = sshd_pids()
     assert len(first) == 1
     assert sim.node_exec(node, ["kill", first[0]]).returncode == 0
-    deadline = time.monotonic() + 5
-    now: list[str] = first
-    while time.monotonic() < deadline:
-        now = sshd_pids()
-        if now and now != first:
-            break
-        time.sleep(0.1)
-    assert now and now != first, "sshd was not restarted"
+    wait_for(lambda: (now := sshd_pids()) and now != first, 30, "a new sshd under PID 1")
     assert node.alive()
-    console = (node.dir(c.run_dir) / "console.log").read_text()
-    assert console.count("supervisor: sshd started") == 2
+    # The supervisor logs the restart after it started the new sshd: wait for the line, do not race it.
+    console = node.dir(c.run_dir) / "console.log"
+    wait_for(lambda: console.read_text().count("supervisor: sshd started") == 2, 30,
+             "the supervisor's second 'sshd started' line in console.log")
+    assert console.read_text().count("supervisor: sshd started") == 2

@@ -6,11 +6,11 @@ import json
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import paramiko
 import pytest
+from sim_support import wait_for
 
 from ascend_ready.sim.cluster import NODE_TOOLS
 
@@ -148,8 +148,11 @@ def test_fake_pci_tree_resolves_inside_sys_devices(remote):
 def test_lspci_and_dmesg_on_a_bare_node(remote):
     if not (NODE_TOOLS / "lspci").is_file():
         pytest.skip("fake lspci not written yet by the hardware part (sim/node/bin/lspci)")
-    r = remote("node01", "command -v lspci dmesg; lspci | grep -c 'Processing accelerators: Huawei'")
-    assert r.out.splitlines() == ["/usr/local/sbin/lspci", "/usr/local/bin/dmesg", "8"]
+    r = remote("node01", "command -v lspci dmesg; lspci | grep -c 'Processing accelerators: Huawei'; "
+                         "lspci -d 19e5:d802 | wc -l; readlink -f /sys/bus/pci/devices/0000:75:00.0")
+    # 8 NPUs (d802) and, as on a real Kunpeng 920 host, the CPU's two ZIP engines (a250) in that class
+    assert r.out.splitlines() == ["/usr/local/sbin/lspci", "/usr/local/bin/dmesg", "10", "8",
+                                  "/sys/devices/pci0000:74/0000:74:00.0/0000:75:00.0"]
 
 
 def test_host_kernel_log_and_clock_are_out_of_reach(remote):
@@ -163,15 +166,8 @@ def test_host_kernel_log_and_clock_are_out_of_reach(remote):
 def test_killed_sshd_is_restarted_and_the_node_survives(sim_cluster, remote):
     node = sim_cluster.node("node04")
     r = remote("node04", "pkill -x sshd; true")  # also ends this session
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            r = remote("node04", "echo back")
-            break
-        except (paramiko.SSHException, OSError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    r = wait_for(lambda: remote("node04", "echo back"), 30, "node04's sshd to take logins again",
+                 interval=0.2, ignore=(paramiko.SSHException, OSError))
     assert r.out == "back\n"
     assert node.alive()
 
@@ -195,6 +191,29 @@ def test_logins_get_server_limits_and_apply_limits_d(remote):
     assert bare.out.split() == [*nofile, "8192", "8192"]
     assert user.out.split() == ["4096", "10000", "4096", "8192"]
     assert root.out.split() == [*nofile, "8192", "8192"]
+
+
+def test_pam_limits_raise_to_limits_d_where_the_host_allows_it(remote):
+    """The node's sshd runs logins through PAM (UsePAM yes, `session required pam_limits.so` in
+    /etc/pam.d/sshd and su), so limits.d's nofile 1048576 / memlock unlimited take effect as on a server,
+    when this host gives the nodes CAP_SYS_RESOURCE; without it no hard limit rises above the host's."""
+    cfg = remote("node01", "grep -h '^session.*pam_limits.so' /etc/pam.d/sshd /etc/pam.d/su; "
+                           "sshd -T 2>/dev/null | grep -i '^usepam'")
+    assert cfg.out.split("\n")[:-1] == ["session    required     pam_limits.so",
+                                        "session    required   pam_limits.so", "usepam yes"], cfg.out
+    from ascend_ready.sim.harness.fleet import _host_can_raise
+
+    if not _host_can_raise(resource.RLIMIT_NOFILE, 1048576):
+        pytest.skip("this host gives no CAP_SYS_RESOURCE: a login cannot exceed the host's hard limits")
+    conf = "/etc/security/limits.d/90-ascend-sim-pam.conf"
+    remote("node01", f"printf '* - nofile 1048576\\n* - memlock unlimited\\n' > {conf}")
+    try:
+        ssh = remote("node01", "ulimit -Sn; ulimit -Hn; ulimit -Hl", user="ascend")
+        su = remote("node01", "su - ascend -c 'ulimit -Sn; ulimit -Hl'")
+    finally:
+        remote("node01", f"rm -f {conf}")
+    assert ssh.out.split() == ["1048576", "1048576", "unlimited"]
+    assert su.out.split() == ["1048576", "unlimited"]
 
 
 def test_chronyc_reports_the_clock_synchronised(remote):

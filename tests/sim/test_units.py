@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from ascend_ready.errors import ConfigError, SimError
-from ascend_ready.sim import cli, inventory, knobs, profiles
+from ascend_ready.sim import cli, hw, inventory, knobs, profiles
 from ascend_ready.sim.cluster import Cluster, Node
 from ascend_ready.sim.faults import parse_params
 from ascend_ready.sim.net import Network
@@ -74,6 +74,24 @@ def test_inventory_pins_known_hosts_and_key(tmp_path: Path):
     cfg = inventory.ssh_config(c)
     assert "Host node01 10.251.0.11\n  HostName 10.251.0.11\n" in cfg
     assert "StrictHostKeyChecking yes" in cfg
+
+
+def test_inventory_names_each_nodes_bundled_check_profile():
+    """ascend_check_profile per hardware group (the product reads only that variable), and the copy of
+    this output in tests/checks/test_check_inventory.py is what ascend-sim really prints."""
+    c = Cluster(run_dir=Path("/run/ascend-sim"), subnet="10.251.0.0/24", base="/b", nodes=[
+        Node("node01", 1, "10.251.0.11", "a2-ubuntu2204", "atlas-800t-a2", "ubuntu2204"),
+        Node("node04", 4, "10.251.0.14", "a3-openeuler2203", "atlas-800t-a3", "openeuler2203")])
+    text = inventory.ini(c)
+    assert "[ascend_sim_atlas_800t_a2]\nnode01\n\n[ascend_sim_atlas_800t_a2:vars]\n" \
+           "ascend_check_profile=atlas-800t-a2\n" in text
+    assert text.index("[ascend_sim_atlas_800t_a3:vars]\nascend_check_profile=atlas-800t-a3") < text.index(
+        "[ascend_nodes]")
+    bundled = {p.stem for p in (Path(__file__).parents[2] / "checks" / "profiles").glob("*.yml")}
+    assert set(hw.HARDWARE) <= bundled  # every hardware model is named like a bundled profile
+    copy = (Path(__file__).parents[1] / "checks" / "test_check_inventory.py").read_text()
+    copied = copy.split('SIM_INI = """', 1)[1].split('"""', 1)[0].replace("\\\n", "")
+    assert copied == text
 
 
 @pytest.mark.parametrize(("name", "value", "shown"), [

@@ -156,6 +156,32 @@ def test_npu_missing(node):
     assert_clears(node, before)
 
 
+def test_accelerator_vfs(node):
+    """SR-IOV on the host's ZIP engines (`echo 2 > .../0000:75:00.0/sriov_numvfs`): their VFs appear beside
+    the PF, with physfn/virtfnN links; nothing of the NPUs changes."""
+    before, after = inject(node, "accelerator-vfs", engine="zip", count=2)
+    pf = "sysfs/devices/pci0000:74/0000:74:00.0/0000:75:00.0"
+    vf = "sysfs/devices/pci0000:74/0000:74:00.0/0000:75:00.1"
+    diff = changed(before, after)
+    links = {"sysfs/bus/pci/devices/0000:75:00.2", "sysfs/bus/pci/devices/0000:b5:00.1"}
+    assert {"lspci", "lspci -vvv", "dmesg", f"{pf}/sriov_numvfs", f"{pf}/virtfn0", f"{vf}/device",
+            f"{vf}/physfn", *links} <= diff
+    assert not {k for k in diff if k.startswith(("npu-smi", "hccn_tool", "/dev", "sysfs/devices/pci0000:00"))}
+    assert [ln for ln in after["lspci"].splitlines() if "d802" in ln or "Device " in ln] == [
+        ln for ln in before["lspci"].splitlines() if "d802" in ln or "Device " in ln]
+    assert after[f"{pf}/sriov_numvfs"] == "2\n" and after[f"{vf}/device"] == "0xa251\n"
+    assert after[f"{vf}/physfn"] == "-> ../0000:75:00.0" and after[f"{pf}/virtfn1"] == "-> ../0000:75:00.2"
+    assert ("75:00.1 Processing accelerators: Huawei Technologies Co., Ltd. HiSilicon ZIP Engine(Virtual "
+            "Function) (rev 21)") in after["lspci"]
+    assert "0000:76:00.1" not in after["lspci"]  # the SEC engines keep SR-IOV off
+    with pytest.raises(SimError, match=r"outside 0\.\.63"):
+        hw.inject_fault(node.state, "accelerator-vfs", count=64)
+    duo = hw.initial_state("atlas-300i-duo", node_index=0, node_name="n")
+    with pytest.raises(SimError, match="no accelerator engine on n"):
+        hw.inject_fault(duo, "accelerator-vfs")
+    assert_clears(node, before)
+
+
 def test_link_down(node):
     before, after = inject(node, "link-down", device=4)
     gets = ("link", "net_health", "link_stat", "optical", "lldp")

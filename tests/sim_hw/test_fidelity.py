@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import calendar
 import time
+from pathlib import Path
 
 import pytest
 
@@ -237,6 +238,9 @@ def test_lspci_vvv_one_npu(make_node, a2_state, sample):
 
 
 def test_lspci_grep_acce(make_node, a2_state, sample):
+    # The capture's host shows no accelerator of its own (a Kunpeng with KAE shows its ZIP engines here
+    # too, see test_lspci_lists_the_kunpeng_host_functions).
+    a2_state["host_functions"] = []
     a2_state["product"]["pci_device"] = "d801"
     buses = ["3d", "3e", "60", "61", "b1", "b2", "da", "db"]
     for fn, bus in zip(a2_state["pci_functions"], buses, strict=True):
@@ -252,3 +256,57 @@ def test_ls_dev_davinci(a2_state, sample):
     managers = {n["path"]: (n["major"], n["minor"], n["owner"]) for n in device_nodes(a2_state)}
     assert managers["/dev/hisi_hdc"] == (237, 0, "HwHiAiUser")
     assert managers["/dev/devmm_svm"] == (238, 0, "HwHiAiUser")
+
+
+def test_lspci_lists_the_kunpeng_host_functions(make_node, a2_state):
+    """Titles as the Kunpeng captures print them (kunpengcompute/KAE README `lspci | grep ZIP|SEC|HPRE|RDE`;
+    an openEuler 22.03 `lspci -Dnn`), class 1200 for ZIP and 1000 for SEC/HPRE."""
+    node = make_node(a2_state)
+    hw_ = "Huawei Technologies Co., Ltd. HiSilicon"
+    plain = node.out("lspci").splitlines()
+    for line in (f"75:00.0 Processing accelerators: {hw_} ZIP Engine (rev 21)",
+                 f"76:00.0 Network and computing encryption device: {hw_} SEC Engine (rev 21)",
+                 f"78:01.0 RAID bus controller: {hw_} RDE Engine (rev 21)",
+                 f"79:00.0 Network and computing encryption device: {hw_} HPRE Engine (rev 21)",
+                 f"b5:00.0 Processing accelerators: {hw_} ZIP Engine (rev 21)",
+                 f"74:02.0 Serial Attached SCSI controller: {hw_} SAS 3.0 HBA (rev 21)",
+                 f"7a:02.0 USB controller: {hw_} USB 3.0 Host Controller (rev 21)"):
+        assert line in plain
+    nn = node.out("lspci", "-D", "-nn")
+    assert ("0000:bd:00.0 Ethernet controller [0200]: Huawei Technologies Co., Ltd. HNS GE/10GE/25GE RDMA "
+            "Network Controller [19e5:a222] (rev 21)\n") in nn
+    assert (f"0000:76:00.0 Network and computing encryption device [1000]: {hw_} SEC Engine [19e5:a255] "
+            "(rev 21)\n") in nn
+    accel = [ln for ln in nn.splitlines() if "[1200]" in ln]
+    assert len(accel) == 10 and sum("[19e5:d802]" in ln for ln in accel) == 8
+    vvv = node.out("lspci", "-vvv", "-s", "74:03.0")
+    assert vvv.startswith(f"74:03.0 SATA controller: {hw_} AHCI HBA (rev 21) (prog-if 01 [AHCI 1.0])\n")
+    assert "\tCapabilities: [40] Express (v2) Root Complex Integrated Endpoint, MSI 00\n" in vvv
+    assert "Kernel driver in use: hisi_zip\n" in node.out("lspci", "-k", "-s", "75:00.0")
+
+
+def test_npu_smi_topo(make_node, a2_state):
+    """`npu-smi info -t topo`: the A2 rows are those of the ArthurChiao 910B1 capture (same bus order, so the
+    same CPU affinities), header and legend those of the ms-swift 910B3 capture (TAB + 3 spaces, NA line);
+    the A3's SIO/HCCS_SW pattern and legend those of the sglang#30453 capture."""
+    real = Path(__file__).parents[1] / "parsers" / "real"
+    blog = (real / "npu-smi-info-t-topo_910b1-8npu-hccs_23.0.rc2_arthurchiao-blog.txt").read_text()
+    blog = blog.splitlines()
+    swift = (real / "npu-smi-info-t-topo_910b3-8npu-hccs-prompt_24.1.rc1_ms-swift-doc.txt").read_text()
+    swift = swift.split("\n", 1)[1]  # the prompt line
+    capture = (real / "npu-smi-info-t-topo_ascend910-93-a3-phyid-sio_container_sglang-30453.txt").read_text()
+    a3_legend = capture[capture.index("Legend:"):]
+    out = make_node(a2_state).out("npu-smi", "info", "-t", "topo")
+    lines = out.splitlines()
+    assert lines[0] == swift.splitlines()[0]
+    assert lines[1:9] == blog[2:10]
+    # the legend of a raw capture ("multipul", as the tool spells it; the ms-swift doc corrected it)
+    assert out[out.index("Legend:"):] == "".join(
+        line for line in a3_legend.splitlines(keepends=True) if not line.startswith(("  SIO", "  HCCS_SW")))
+    a3 = make_node(hw.initial_state("atlas-800t-a3", node_index=0, node_name="n"), driver="24.1.rc3.7")
+    a3_out = a3.out("npu-smi", "info", "-t", "topo")
+    assert a3_out[a3_out.index("Legend:"):] == a3_legend
+    row12 = next(line for line in a3_out.splitlines() if line.startswith("Phy-ID12 "))
+    assert row12.split() == ["Phy-ID12", *["HCCS_SW"] * 12, "X", "SIO", "HCCS_SW", "HCCS_SW"]
+    duo = make_node(hw.initial_state("atlas-300i-duo", node_index=0, node_name="n"), driver="24.1.0.1")
+    assert duo.run("npu-smi", "info", "-t", "topo")[1] == 1

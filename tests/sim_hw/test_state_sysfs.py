@@ -90,11 +90,48 @@ def test_sysfs_npu_function(make_node, a2_state):
 def test_sysfs_bus_links_are_relative(make_node, a2_state):
     bus = make_node(a2_state).sim / "sysfs/bus/pci/devices"
     names = sorted(p.name for p in bus.iterdir())
-    assert len(names) == 16   # 8 NPUs + 8 root ports
+    assert len(names) == 16 + 36   # 8 NPUs + 8 root ports, and the Kunpeng 920's own 36 functions
     link = bus / "0000:c1:00.0"
     assert os.readlink(link) == "../../../devices/pci0000:c0/0000:c0:00.0/0000:c1:00.0"
     assert (link / "vendor").read_text() == "0x19e5\n"
     assert all(not os.readlink(p).startswith("/") and p.resolve().is_dir() for p in bus.iterdir())
+
+
+def test_kunpeng_host_functions_in_sysfs(make_node, a2_state):
+    """The A2's Kunpeng 920 shows its own functions on their own host bridges, as the KAE pass-through
+    paths show them (pci0000:74/0000:74:00.0/0000:75:00.0 ...), never behind the NPU root ports."""
+    sysfs = make_node(a2_state).sim / "sysfs"
+    bus = sysfs / "bus/pci/devices"
+    paths = {"0000:75:00.0": "pci0000:74/0000:74:00.0/0000:75:00.0",   # ZIP
+             "0000:76:00.0": "pci0000:74/0000:74:01.0/0000:76:00.0",   # SEC
+             "0000:79:00.0": "pci0000:78/0000:78:00.0/0000:79:00.0",   # HPRE
+             "0000:b5:00.0": "pci0000:b4/0000:b4:00.0/0000:b5:00.0",   # ZIP, second socket
+             "0000:74:02.0": "pci0000:74/0000:74:02.0",                # SAS HBA, on the root bus
+             "0000:7d:00.0": "pci0000:7c/0000:7c:00.0/0000:7d:00.0"}   # HNS3 NIC
+    for bdf, rel in paths.items():
+        assert os.readlink(bus / bdf) == f"../../../devices/{rel}"
+    classes = [(bus / bdf / "class").read_text() for bdf in ("0000:75:00.0", "0000:76:00.0", "0000:79:00.0")]
+    assert classes == ["0x120000\n", "0x100000\n", "0x100000\n"]  # ZIP, SEC, HPRE
+    zip_ = {p.name: p.read_text() for p in (bus / "0000:75:00.0").iterdir() if p.is_file()}
+    assert zip_["device"] == "0xa250\n" and zip_["revision"] == "0x21\n" and zip_["numa_node"] == "0\n"
+    assert zip_["sriov_totalvfs"] == "63\n" and zip_["sriov_numvfs"] == "0\n"
+    assert zip_["current_link_speed"] == "Unknown\n" and zip_["current_link_width"] == "0\n"
+    assert "DRIVER=hisi_zip\n" in zip_["uevent"] and "PCI_ID=19E5:A250\n" in zip_["uevent"]
+    assert (bus / "0000:74:01.0" / "secondary_bus_number").read_text() == "118\n"   # 0x76
+    assert (bus / "0000:b5:00.0" / "numa_node").read_text() == "2\n"
+    # the NPU root ports' buses hold only NPUs
+    assert {p.name for p in (sysfs / "devices/pci0000:c0").iterdir()} == {"0000:c0:00.0", "0000:c0:02.0"}
+
+
+def test_a3_host_is_the_new_kunpeng_920():
+    """The A3's host (Kunpeng 920 7285Z): its KAE engines at 09/0a/0d, rev 30 (openEuler CCA guide)."""
+    state = hw.initial_state("atlas-800t-a3", node_index=0, node_name="n")
+    engines = {f["bdf"]: (f["device"], f["revision"], f["parent"]) for f in state["host_functions"]
+               if f["class"] != "060400"}
+    assert engines == {"0000:09:00.0": ("a250", "30", "0000:08:00.0"),
+                       "0000:0a:00.0": ("a258", "30", "0000:08:01.0"),
+                       "0000:0d:00.0": ("a255", "30", "0000:08:04.0")}
+    assert hw.initial_state("atlas-300i-duo", node_index=0, node_name="n")["host_functions"] == []
 
 
 def test_host_bridge_dirs_survive_rewrites(make_node, a2_state):

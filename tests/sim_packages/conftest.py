@@ -67,8 +67,8 @@ def node(tmp_path, pkgdir) -> Node:
     (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n"
                                      "HwHiAiUser:x:1000:1000::/home/HwHiAiUser:/bin/bash\n")
     (root / "etc/group").write_text("root:x:0:\nHwHiAiUser:x:1000:\n")
-    for i in range(8):
-        (root / f"dev/davinci{i}").touch()
+    for name in [*(f"davinci{i}" for i in range(8)), "davinci_manager", "devmm_svm", "hisi_hdc"]:
+        (root / "dev" / name).touch()
     fakebin = tmp_path / "fakebin"
     fakebin.mkdir()
     for tool in ("lspci", "ifconfig"):  # pciutils/net-tools, which the driver installer demands

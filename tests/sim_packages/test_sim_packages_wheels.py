@@ -106,9 +106,11 @@ def test_torch_npu_sees_the_nodes_davinci_devices(pkgdir, node, tmp_path):
     assert npus() == f"True {chips} {chips} True\n"
     assert npus(ASCEND_RT_VISIBLE_DEVICES="1,0") == "True 2 2 True\n"
     assert npus(ASCEND_RT_VISIBLE_DEVICES=f"0,{chips},1") == "True 1 1 True\n"  # stops at the invalid id
-    (node.path("/dev") / "davinci_manager").touch()  # not a chip
-    (node.path("/dev") / "davinci1").unlink()
+    (node.path("/dev") / "davinci1").unlink()  # davinci_manager is there and is not a chip
     assert npus() == f"True {chips - 1} {chips - 1} True\n"
+    (node.path("/dev") / "hisi_hdc").unlink()  # the runtime reaches no chip without the managers
+    assert npus() == "False 0 0 False\n"
+    (node.path("/dev") / "hisi_hdc").touch()
     for dev in node.path("/dev").glob("davinci[0-9]*"):
         dev.unlink()
     assert npus() == "False 0 0 False\n"

@@ -1,0 +1,53 @@
+"""Helpers of the tests that drive simulated nodes: wait for an event instead of sleeping, and own cluster
+run dirs and subnets derived from the session's (so two sessions on one machine never share a cluster).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], timeout: float, what: str, *, interval: float = 0.05,
+             ignore: tuple[type[BaseException], ...] = ()) -> T:
+    """Poll `predicate` until it returns something truthy (returned); fail naming `what` after `timeout` s.
+
+    Exceptions of the `ignore` types count as "not yet" (a node whose sshd is restarting refuses SSH).
+    Timeouts are generous bounds for a loaded machine, not expected durations.
+    """
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        try:
+            value = predicate()
+        except ignore as exc:
+            value, last = None, exc
+        else:
+            last = value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what} (last seen: {last!r})")
+        time.sleep(interval)
+
+
+#: the session's cluster (tests/conftest.py reads the same variables with the same defaults)
+_SESSION_RUN_DIR = os.environ.get("ASCEND_SIM_TEST_RUN_DIR", "/run/ascend-sim-pytest")
+_SESSION_SUBNET = ipaddress.ip_network(os.environ.get("ASCEND_SIM_TEST_SUBNET", "10.251.200.0/24"))
+
+
+def own_cluster(suffix: str, slot: int) -> tuple[str, str]:
+    """(run dir, subnet) of a test's own cluster: `<session run dir>-<suffix>` and the /27 number `slot`
+    (5 or 6) of the session's /24, above the session cluster's own addresses (host .1, nodes .11 on, hub
+    .254), so sessions given different /24s never share a subnet. A /27 holds up to 19 nodes."""
+    if slot not in (5, 6):
+        raise ValueError("slots 5 and 6 (.160/27, .192/27) are the ones clear of the session cluster")
+    subnet = ipaddress.ip_network((int(_SESSION_SUBNET.network_address) + slot * 32, 27))
+    return f"{_SESSION_RUN_DIR}-{suffix}", str(subnet)
