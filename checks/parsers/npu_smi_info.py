@@ -347,9 +347,9 @@ def _processes(tbl: _Table, layout: Layout, npus: list[dict]) -> list[dict]:
             raise fail(KIND, f"process row has {len(tok.cells)} cells, expected {len(expected)}", tok.line)
     # Cut: no closing rule after the last row, no row at all under the header, or (cut at a row boundary)
     # an NPU of the device table missing: npu-smi prints every NPU's processes or its `No running
-    # processes found in NPU N` row.
+    # processes found in NPU N` row. A device table without NPUs has nothing to list.
     listed = idle | {p["npu_id"] for p in procs}
-    tbl.truncated = after_row or not listed or not set(chips) <= listed
+    tbl.truncated = after_row or (bool(chips) and (not listed or not set(chips) <= listed))
     for proc in procs:
         line = proc.pop("_line")
         if proc["npu_id"] in idle:
