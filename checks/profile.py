@@ -91,6 +91,11 @@ class HardwareProfile(BaseModel):
         default_factory=lambda: ["libascendcl.so", "libhccl.so", "libascend_hal.so"],
         description="libraries the training user's LD_LIBRARY_PATH must find",
     )
+    fleet_pins: dict[str, str] = Field(
+        default_factory=dict,
+        description="fleet.* field -> the value every node must have (e.g. cann: 8.2.RC1); "
+        "fields not pinned are judged against the fleet's majority",
+    )
     overrides: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="inventory group -> fields that differ there"
     )

@@ -20,6 +20,7 @@ from ascend_ready.checks.profile import HardwareProfile
 from ascend_ready.checks.registry import CheckSpec, CheckWarning
 from ascend_ready.checks.report import CheckResult, HostStatus, Report
 from ascend_ready.checks.resources import Host
+from ascend_ready.checks.resources.base import Fleet
 from ascend_ready.checks.snapshot import Snapshot
 from ascend_ready.errors import AscendReadyError, ConfigError
 
@@ -148,6 +149,9 @@ def run_checks(
     """Judge every reachable host of `snapshot` with `specs`; `profiles` maps host name -> its profile."""
     started = time.monotonic() if started is None else started
     hosts = [Host(h, profiles[name]) for name, h in snapshot.hosts.items() if h.reachable]
+    fleet = Fleet(hosts)
+    for host in hosts:
+        host.fleet = fleet
     plugin = _Plugin(hosts, specs)
     if hosts and specs:
         args = [

@@ -25,7 +25,7 @@ class Deviation:
     field: str
     value: str
     expected: str
-    reference: str  # "majority (5 of 6 nodes)" or "golden file"
+    reference: str  # "majority (5 of 6 nodes)", "golden file" or what pinned the value
 
     def __str__(self) -> str:
         return f"{self.node}: {self.field} is {self.value}, the {self.reference} has {self.expected}"
@@ -56,6 +56,8 @@ def groups(fingerprints: Mapping[str, Mapping[str, str]]) -> list[tuple[dict[str
 def compare(
     fingerprints: Mapping[str, Mapping[str, str]],
     golden: Mapping[str, str] | None = None,
+    *,
+    pinned_by: str = "golden file",
 ) -> tuple[list[Deviation], list[Tie]]:
     """Every node's deviations from the golden value of a field, or else from the fleet's strict majority.
 
@@ -69,7 +71,7 @@ def compare(
     for field in fields:
         values = {n: str(fingerprints[n].get(field, MISSING)) for n in nodes}
         if golden and field in golden:
-            expected, reference = str(golden[field]), "golden file"
+            expected, reference = str(golden[field]), pinned_by
         else:
             counts = Counter(values.values())
             top, top_n = counts.most_common(1)[0]

@@ -19,6 +19,7 @@ __all__ = [
     "Glibc",
     "KernelHeaders",
     "Limit",
+    "OsRelease",
     "PciParents",
     "SysctlValues",
     "ThpMode",
@@ -28,6 +29,7 @@ __all__ = [
     "parse_df",
     "parse_glibc",
     "parse_kernel_headers",
+    "parse_os_release",
     "parse_pci_parents",
     "parse_sysctl",
     "parse_thp",
@@ -352,3 +354,48 @@ def parse_pci_parents(text: str) -> PciParents:
             raise fail(kind, "expected 'BDF PARENT' (e.g. '0000:01:00.0 0000:00:00.0')", line)
         parents[match["bdf"]] = match["parent"]
     return PciParents(parents=parents)
+
+
+# ---------------------------------------------------------------- /etc/os-release
+
+
+class OsRelease(ParsedModel):
+    """/etc/os-release (os-release(5)): `KEY=value` lines, values optionally quoted."""
+
+    id: str
+    version_id: str
+    pretty_name: str | None
+    fields: dict[str, str]
+
+    @property
+    def label(self) -> str:
+        return f"{self.id} {self.version_id}"
+
+
+_OS_RELEASE_LINE = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")
+
+
+@parser("os-release")
+def parse_os_release(text: str) -> OsRelease:
+    """Parse os-release(5); ID and VERSION_ID are required (every supported distribution sets them)."""
+    kind = "os-release"
+    fields: dict[str, str] = {}
+    for line in probe_lines(kind, text):
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            continue
+        m = _OS_RELEASE_LINE.match(stripped)
+        if m is None:
+            raise fail(kind, "expected KEY=value", line)
+        value = m[2]
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        elif value[:1] in ("\"", "'"):
+            raise fail(kind, "unterminated quoted value", line)
+        fields[m[1]] = value
+    missing = [k for k in ("ID", "VERSION_ID") if k not in fields]
+    if missing:
+        raise fail(kind, f"no {' / '.join(missing)} line: not a whole os-release file",
+                   hint="the file was cut or is not /etc/os-release")
+    return OsRelease(id=fields["ID"], version_id=fields["VERSION_ID"], pretty_name=fields.get("PRETTY_NAME"),
+                     fields=fields)

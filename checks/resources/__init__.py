@@ -24,6 +24,7 @@ from ascend_ready.checks.resources.os import (
     DiskFree,
     Glibc,
     KernelHeaders,
+    OsRelease,
     Shm,
     Sysctl,
     Thp,
@@ -63,6 +64,7 @@ __all__ = [
     "NpuHealth",
     "NpuSmi",
     "NpuTopology",
+    "OsRelease",
     "PciFunctions",
     "PcieLinks",
     "ProbeDef",
@@ -106,6 +108,7 @@ ALL: tuple[type[Resource], ...] = (
     DiskFree,
     Shm,
     Clock,
+    OsRelease,
     DriverVersion,
     FirmwareVersion,
     Toolkit,
@@ -233,6 +236,11 @@ class Host(HostBase):
     def clock(self) -> Clock:
         """Clock synchronization."""
         return self.resource(Clock)
+
+    @property
+    def os_release(self) -> OsRelease:
+        """/etc/os-release."""
+        return self.resource(OsRelease)
 
     # software stack
     @property

@@ -110,6 +110,17 @@ def numeric_key(key: str) -> tuple[int, ...]:
     return tuple(int(x) if x.isdigit() else -1 for x in key.split("."))
 
 
+class Fleet:
+    """The hosts judged together in one run, with a memo for what fleet.* checks derive from all of them."""
+
+    def __init__(self, hosts: list[HostBase]):
+        self.hosts = hosts
+        self.memo: dict[str, object] = {}
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+
 class HostBase:
     """A node as its snapshot shows it, with the profile it is judged against; resources by class.
 
@@ -124,6 +135,8 @@ class HostBase:
         self.name = snapshot.name
         self._resources: dict[type[Resource], Resource] = {}
         self._allowed: tuple[str, set[type[Resource]], set[str]] | None = None
+        #: every host judged in the same run (fleet.* checks compare this host with them)
+        self.fleet: Fleet = Fleet([self])
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

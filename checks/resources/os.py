@@ -11,7 +11,18 @@ from ascend_ready.checks.parsers import os_probes as parsed
 from ascend_ready.checks.profile import HardwareProfile
 from ascend_ready.checks.resources.base import Resource, probe, profile_probe
 
-__all__ = ["Accounts", "Clock", "DiskFree", "Glibc", "KernelHeaders", "Shm", "Sysctl", "Thp", "UserLimits"]
+__all__ = [
+    "Accounts",
+    "Clock",
+    "DiskFree",
+    "Glibc",
+    "KernelHeaders",
+    "OsRelease",
+    "Shm",
+    "Sysctl",
+    "Thp",
+    "UserLimits",
+]
 
 THP_ENABLED = probe("thp-enabled", argv=("cat", "/sys/kernel/mm/transparent_hugepage/enabled"))
 THP_DEFRAG = probe("thp-defrag", argv=("cat", "/sys/kernel/mm/transparent_hugepage/defrag"))
@@ -66,6 +77,7 @@ def DISK_FREE(profile: HardwareProfile) -> dict:
 
 
 SHM = probe("shm", argv=("df", "-Pk", "/dev/shm"))
+OS_RELEASE = probe("os-release", argv=("cat", "/etc/os-release"), description="the distribution and version")
 # The first tool that answers wins; timedatectl fails without systemd (containers).
 CLOCK = probe(
     "clock",
@@ -182,3 +194,13 @@ class Clock(Resource):
     def sync(self) -> parsed.ClockSync:
         # ntpstat exits 1 when unsynchronised and 2 when it cannot tell: answers, not failures
         return parsed.parse_clock(self.host.stdout("clock", ok_rc=(0, 1, 2)))
+
+
+class OsRelease(Resource):
+    """The distribution (/etc/os-release): its ID and VERSION_ID."""
+
+    probes = (OS_RELEASE,)
+
+    @cached_property
+    def release(self) -> parsed.OsRelease:
+        return parsed.parse_os_release(self.host.stdout("os-release"))

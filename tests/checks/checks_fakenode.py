@@ -24,7 +24,8 @@ from ascend_ready.sim.node.tool import npu_smi_run
 from ascend_ready.sim.render import hccn, lspci
 from ascend_ready.sim.render.hccn import update_conf
 
-REAL = Path(__file__).resolve().parent.parent / "parsers" / "real"
+REPO = Path(__file__).resolve().parents[2]
+REAL = REPO / "tests" / "parsers" / "real"
 #: `npu-smi info -t topo` of a healthy 8x 910B3 A2 (ms-swift docs; the prompt line above it dropped)
 A2_TOPO = REAL / "npu-smi-info-t-topo_910b3-8npu-hccs-prompt_24.1.rc1_ms-swift-doc.txt"
 #: an A3's two dies in a container (sglang #30453): the A3 format, no CPU Affinity column, SIO
@@ -58,6 +59,8 @@ HEALTHY_OS = {
         "tmpfs           792723456     0 792723456       0% /dev/shm\n"
     ),
     "clock": "NTPSynchronized=yes\n",
+    # Ubuntu 22.04's own file, as the simulator's Ubuntu node carries it (sim/osfiles/ubuntu2204/SOURCE)
+    "os-release": (REPO / "sim/osfiles/ubuntu2204/root/etc/os-release").read_text(),
     "set-env": "/usr/local/Ascend/cann/set_env.sh\n/usr/local/Ascend/ascend-toolkit/set_env.sh\n"
     "/usr/local/Ascend/nnal/atb/set_env.sh\n",
     "user-libs": (

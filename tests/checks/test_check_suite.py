@@ -35,6 +35,9 @@ def test_healthy_node_passes_every_quick_check(hardware):
     bad = {cid: (r.status, r.message) for cid, r in results.items() if r.status not in ("pass", "skip")}
     assert bad == {}
     skipped = {cid for cid, r in results.items() if r.status == "skip"}
+    fleet = {"fleet.hardware", "fleet.hccn", "fleet.os", "fleet.stack"}  # one host: nothing to compare
+    assert fleet <= skipped
+    skipped -= fleet
     if hardware == "atlas-300i-duo":  # no RoCE ports, no HBM
         assert skipped == {
             "hccl.conf",
@@ -59,6 +62,43 @@ def test_every_check_has_metadata_and_a_test_here():
     tested = {name.split("__")[0] for name in globals() if name.startswith("test_")}
     for cid in checks:
         assert f"test_{cid.replace('.', '_')}" in tested, f"no test for {cid}"
+
+
+# ---------------------------------------------------------------- fleet (more in test_check_fleet.py)
+
+
+def _odd_one_out(check_id: str, **outputs: str):
+    """Three simulated A2 hosts, node03 with `outputs`: the check's results by host."""
+    hosts = {f"node0{i}": fake_host(f"node0{i}", index=i, outputs=outputs if i == 3 else None)
+             for i in (1, 2, 3)}
+    report = run_checks(Snapshot(hosts=hosts), dict.fromkeys(hosts, load_profile("atlas-800t-a2")),
+                        select_checks("quick", [check_id]))
+    return {r.host: r for r in report.results}
+
+
+def test_fleet_stack():
+    r = _odd_one_out("fleet.stack", **{"driver-version": "Version=24.1.rc2\n"})
+    assert [r[h].status for h in sorted(r)] == ["pass", "pass", "fail"]
+    assert r["node03"].message.startswith("node03: driver is 24.1.rc2, the majority (2 of 3 nodes) has ")
+
+
+def test_fleet_os():
+    r = _odd_one_out("fleet.os", **{"kernel-headers": "kernel 4.19.90-24.4.v2101.ky10.aarch64\n"})
+    assert r["node03"].status == "fail" and "kernel is 4.19.90-24.4.v2101.ky10.aarch64" in r["node03"].message
+
+
+def test_fleet_hardware():
+    r = _odd_one_out("fleet.hardware", **{"npu-smi-info": fake_host(hardware="atlas-800t-a3").probes[
+        "npu-smi-info"].stdout})
+    assert r["node03"].status == "fail"
+    assert r["node03"].message.startswith("node03: npu_model is Ascend910, the majority (2 of 3 nodes) has")
+
+
+def test_fleet_hccn():
+    conf = fake_host().probes["hccn-conf"].stdout.replace("netmask_0=255.255.0.0", "netmask_0=255.255.255.0")
+    r = _odd_one_out("fleet.hccn", **{"hccn-conf": conf})
+    assert r["node03"].status == "fail"
+    assert "hccn_netmask is 255.255.0.0/255.255.255.0, the majority" in r["node03"].message
 
 
 # ---------------------------------------------------------------- NPU

@@ -1,0 +1,151 @@
+"""Fleet consistency checks: every node's fingerprint against the fleet's majority (or the profile's pins).
+
+They run whenever two or more hosts are judged together. A node that differs fails, naming the field, its
+value and the majority's; a field without a majority warns on every node, naming who has what; a value a
+node could not report counts as `(not read)` and names that node too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ascend_ready.checks.cluster.fleet import MISSING, compare, groups
+from ascend_ready.checks.registry import check, evidence, warn
+from ascend_ready.checks.resources import (
+    CannComponents,
+    DriverVersion,
+    FirmwareVersion,
+    Glibc,
+    HccnConfFile,
+    KernelHeaders,
+    NicTls,
+    NpuSmi,
+    OsRelease,
+    ProbeFailed,
+    PythonPackages,
+    Thp,
+    Toolkit,
+)
+from ascend_ready.checks.resources.stack import installed_stack
+from ascend_ready.errors import AscendReadyError
+
+Fields = Callable[[object], dict[str, str]]
+
+
+def _stack(host) -> dict[str, str]:
+    stack, _ = installed_stack(host)
+    return {k: v or "(not installed)" for k, v in stack.items()}
+
+
+def _os(host) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, read in (
+        ("os", lambda: host.os_release.release.label),
+        ("kernel", lambda: host.kernel_headers.headers.kernel),
+        ("glibc", lambda: f"{host.glibc.version.major}.{host.glibc.version.minor}"),
+        ("thp_enabled", lambda: host.thp.mode("enabled").selected),
+        ("thp_defrag", lambda: host.thp.mode("defrag").selected),
+    ):
+        out[name] = _read(read)
+    return out
+
+
+def _hardware(host) -> dict[str, str]:
+    def models() -> str:
+        return ",".join(sorted({c.name for c in host.npu_smi.chips})) or "(none)"
+
+    return {"npu_model": _read(models), "npu_count": _read(lambda: str(len(host.npu_smi.npu_ids)))}
+
+
+def _hccn(host) -> dict[str, str]:
+    def tls() -> str:
+        nics = host.nic_tls
+        if nics.missing:
+            raise ProbeFailed(f"no -tls answer from devices {nics.missing}")
+        values = sorted({"1" if r.value.tls_enabled else "0" for r in nics.devices.values()})
+        return "/".join(values) or "(no device)"
+
+    def netmask() -> str:
+        conf = host.hccn_conf.conf
+        if conf is None:
+            return "(no /etc/hccn.conf)"
+        return "/".join(sorted({d.netmask or "-" for d in conf.devices.values()}))
+
+    return {"tls": _read(tls), "hccn_netmask": _read(netmask)}
+
+
+def _read(fn: Callable[[], str]) -> str:
+    try:
+        return str(fn())
+    except (ProbeFailed, AscendReadyError):
+        return MISSING
+
+
+def _judge(host, check_id: str, fields: Fields) -> None:
+    """Compare `host` with the rest of the fleet on `fields`; fail/warn naming what differs."""
+    fleet = host.fleet
+    if len(fleet) < 2:
+        import pytest
+
+        pytest.skip("fleet checks compare two or more hosts; one was judged")
+    key = f"{check_id}:fingerprints"
+    if key not in fleet.memo:
+        fleet.memo[key] = {h.name: fields(h) for h in fleet.hosts}
+    prints: dict[str, dict[str, str]] = fleet.memo[key]  # type: ignore[assignment]
+    pins = {k: v for k, v in host.profile.fleet_pins.items() if k in prints[host.name]}
+    deviations, ties = compare(prints, pins or None, pinned_by="profile's fleet_pins")
+    for fingerprint, nodes in groups(prints):
+        evidence(f"{', '.join(nodes)}: " + " ".join(f"{k}={v}" for k, v in sorted(fingerprint.items())))
+    mine = [str(d) for d in deviations if d.node == host.name]
+    assert not mine, "; ".join(mine)
+    mine_ties = [str(t) for t in ties if any(host.name in nodes for _, nodes in t.holders)]
+    if mine_ties:
+        warn("; ".join(mine_ties))
+
+
+@check(
+    "fleet.stack",
+    title="the node has the fleet's driver, firmware, CANN and torch/torch_npu versions",
+    severity="critical",
+    reads=[DriverVersion, FirmwareVersion, Toolkit, CannComponents, PythonPackages],
+    fix="Provision the odd node with the fleet's stack: ansible-playbook playbooks/site.yml --limit <host> "
+    "(stack_id of the majority)",
+)
+def test_fleet_stack(host):
+    _judge(host, "fleet.stack", _stack)
+
+
+@check(
+    "fleet.os",
+    title="the node runs the fleet's OS release, kernel, glibc and THP settings",
+    severity="major",
+    reads=[OsRelease, KernelHeaders, Glibc, Thp],
+    fix="Reinstall or upgrade the odd node to the fleet's OS and kernel; re-run the tuning role for THP",
+)
+def test_fleet_os(host):
+    _judge(host, "fleet.os", _os)
+
+
+@check(
+    "fleet.hardware",
+    title="the node has the fleet's NPU model and count",
+    severity="major",
+    reads=[NpuSmi],
+    fix="Check the odd node's cards (npu-smi info) and its inventory group: a different product needs "
+    "its own profile and its own job",
+    disruptive=True,
+)
+def test_fleet_hardware(host):
+    _judge(host, "fleet.hardware", _hardware)
+
+
+@check(
+    "fleet.hccn",
+    title="the node's device NICs have the fleet's TLS switch and netmask",
+    severity="critical",
+    reads=[NicTls, HccnConfFile],
+    fix="Set the TLS switch the fleet uses on every device (hccn_tool -i N -tls -s enable 0|1) and the "
+    "netmask in /etc/hccn.conf through the hccn role: ansible-playbook playbooks/site.yml --tags hccn",
+)
+def test_fleet_hccn(host):
+    _judge(host, "fleet.hccn", _hccn)

@@ -1,0 +1,99 @@
+"""fleet.* checks on 4 hosts the simulator renders: the odd node out is named with field and majority."""
+
+from __future__ import annotations
+
+import pytest
+from checks_fakenode import REPO, fake_host
+
+from ascend_ready.checks.parsers.os_probes import parse_os_release
+from ascend_ready.checks.profile import load_profile
+from ascend_ready.checks.registry import select_checks
+from ascend_ready.checks.runner import run_checks
+from ascend_ready.checks.snapshot import Snapshot
+from ascend_ready.errors import ParseError
+
+TOOLKIT_82 = "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info"
+
+
+def _fleet(changes: dict[str, dict[str, str]] | None = None, n: int = 4, profile=None):
+    hosts = {}
+    for i in range(n):
+        name = f"node{i + 1:02d}"
+        host = fake_host(name, index=i)
+        for pid, text in (changes or {}).get(name, {}).items():
+            host.probes[pid] = host.probes[pid].model_copy(update={"stdout": text})
+        hosts[name] = host
+    prof = profile or load_profile("atlas-800t-a2")
+    report = run_checks(Snapshot(hosts=hosts), {h: prof for h in hosts}, select_checks("quick", ["fleet.*"]))
+    return {(r.host, r.check_id): r for r in report.results}
+
+
+def _tls_on(text: str) -> str:
+    return text.replace("tls switch[0]", "tls switch[1]")
+
+
+def test_a_uniform_fleet_passes_every_fleet_check():
+    results = _fleet()
+    assert {r.status for r in results.values()} == {"pass"}, {k: r.message for k, r in results.items()}
+    assert {c for _, c in results} == {"fleet.stack", "fleet.os", "fleet.hardware", "fleet.hccn"}
+
+
+def test_the_node_on_another_cann_and_the_node_with_another_tls_switch_are_named():
+    base = fake_host("x")
+    toolkit = base.probes["toolkit-version"].stdout
+    old = toolkit.replace(_version_of(toolkit), "8.0.0")
+    tls = {f"hccn-tls.{d}": _tls_on(base.probes[f"hccn-tls.{d}"].stdout) for d in range(8)}
+    results = _fleet({"node03": {"toolkit-version": old}, "node04": tls})
+    stack = results[("node03", "fleet.stack")]
+    assert stack.status == "fail"
+    assert stack.message == (f"node03: cann is 8.0.0, the majority (3 of 4 nodes) has {_version_of(toolkit)}")
+    assert results[("node04", "fleet.hccn")].status == "fail"
+    assert results[("node04", "fleet.hccn")].message == "node04: tls is 1, the majority (3 of 4 nodes) has 0"
+    for node in ("node01", "node02"):
+        assert results[(node, "fleet.stack")].status == "pass"
+        assert results[(node, "fleet.hccn")].status == "pass"
+    assert any("node03:" in line and "cann=8.0.0" in line for line in stack.evidence)
+
+
+def test_a_node_whose_probe_failed_is_named_as_not_read():
+    results = _fleet({"node02": {"os-release": "garbled\n"}})
+    r = results[("node02", "fleet.os")]
+    assert r.status == "fail" and "os is (not read)" in r.message
+
+
+def test_a_two_two_split_is_a_tie_on_every_node():
+    base = fake_host("x")
+    tls = {f"hccn-tls.{d}": _tls_on(base.probes[f"hccn-tls.{d}"].stdout) for d in range(8)}
+    results = _fleet({"node03": tls, "node04": tls})
+    for node in ("node01", "node02", "node03", "node04"):
+        assert results[(node, "fleet.hccn")].status == "warn"
+        assert "tls: no majority" in results[(node, "fleet.hccn")].message
+
+
+def test_profile_pins_win_over_the_majority():
+    prof = load_profile("atlas-800t-a2").model_copy(update={"fleet_pins": {"os": "ubuntu 24.04"}})
+    results = _fleet(profile=prof)
+    assert all(results[(f"node0{i}", "fleet.os")].status == "fail" for i in range(1, 5))
+    assert "the profile's fleet_pins has ubuntu 24.04" in results[("node01", "fleet.os")].message
+
+
+def test_one_host_skips_the_fleet_checks():
+    results = _fleet(n=1)
+    assert {r.status for r in results.values()} == {"skip"}
+
+
+@pytest.mark.parametrize("os_id", ["centos76", "kylinv10", "openeuler2203", "ubuntu2204"])
+def test_os_release_of_every_simulated_os(os_id):
+    rel = parse_os_release((REPO / f"sim/osfiles/{os_id}/root/etc/os-release").read_text())
+    assert rel.id and rel.version_id
+
+
+def test_os_release_cut_before_its_version_is_refused():
+    text = (REPO / "sim/osfiles/kylinv10/root/etc/os-release").read_text()
+    cut = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("VERSION_ID"))
+    with pytest.raises(ParseError, match="no VERSION_ID"):
+        parse_os_release(cut)
+
+
+def _version_of(toolkit: str) -> str:
+    return next(line.split("=", 1)[1] for line in toolkit.splitlines() if line.startswith("version="))
