@@ -13,26 +13,14 @@ import time
 
 import click
 
-from ascend_ready.errors import AscendReadyError, ConfigError, SimError
+from ascend_ready.cli_guard import GuardedGroup
+from ascend_ready.errors import ConfigError, SimError
 from ascend_ready.sim import base, cluster, profiles
 
 log = logging.getLogger("ascend_ready.sim")
 
 
-class _Group(click.Group):
-    """Turns our errors into `error:`/`hint:` lines and an exit code, never a traceback."""
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except AscendReadyError as exc:
-            click.echo(f"error: {exc.message}", err=True)
-            if exc.hint:
-                click.echo(f"hint: {exc.hint}", err=True)
-            ctx.exit(exc.exit_code)
-
-
-@click.group(cls=_Group)
+@click.group(cls=GuardedGroup)
 @click.option("-v", "--verbose", is_flag=True, help="Log debug detail to stderr.")
 def main(verbose: bool) -> None:
     """Simulated Ascend NPU cluster: nodes made of Linux namespaces, reachable over real SSH (needs root)."""
@@ -135,9 +123,12 @@ def inventory(path_only: bool) -> None:
 @click.argument("node")
 @click.argument("kind", required=False)
 @click.option("--param", "params", multiple=True, metavar="K=V", help="Fault parameter (repeatable).")
-@click.option("--clear", is_flag=True, help="Remove every fault from NODE.")
+@click.option("--clear", is_flag=True, help="Remove every fault from NODE (and cluster faults naming it).")
 def fault(node: str, kind: str | None, params: tuple[str, ...], clear: bool) -> None:
-    """Inject a hardware fault into NODE (or --clear them); tools on the node show it at once."""
+    """Inject a fault into NODE (or --clear them); tools on the nodes show it at once, nothing restarts.
+
+    Cluster faults name NODE as one end: `ascend-sim fault node02 plane-cut --param plane=3 --param
+    peer=node04`."""
     from ascend_ready.sim import faults
 
     if clear == bool(kind):
@@ -149,12 +140,15 @@ def fault(node: str, kind: str | None, params: tuple[str, ...], clear: bool) -> 
 
 @main.command(name="faults")
 def list_faults() -> None:
-    """List the fault kinds the hardware model knows."""
-    hw = cluster.hardware_api()
-    if hw is None:
+    """List the fault kinds: a node's (hardware, CPU) and the cluster's (the device NICs' fabric)."""
+    from ascend_ready.sim import faults
+
+    kinds = faults.catalog()
+    if not kinds:
         raise SimError("the hardware model (ascend_ready.sim.hw) is not installed")
-    for kind, spec in sorted(hw.FAULTS.items()):
-        click.echo(f"{kind}\t{getattr(spec, 'description', spec)}")
+    for kind, (scope, spec) in sorted(kinds.items()):
+        shown = spec.description if scope == "node" else f"[cluster] {spec.description}"
+        click.echo(f"{kind}\t{shown}")
 
 
 @main.command(name="profiles")
@@ -165,7 +159,7 @@ def list_profiles() -> None:
         click.echo(f"{name}\t{p.hardware}\t{p.os.description}")
 
 
-@main.group(name="base", cls=_Group)
+@main.group(name="base", cls=GuardedGroup)
 def base_group() -> None:
     """The cached Debian base image every node overlays."""
 

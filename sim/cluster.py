@@ -25,7 +25,7 @@ from pathlib import Path
 
 import ascend_ready
 from ascend_ready.errors import ConfigError, PrivilegeError, SimError
-from ascend_ready.sim import base, knobs, profiles
+from ascend_ready.sim import base, cgroup, knobs, profiles
 from ascend_ready.sim.net import Network
 from ascend_ready.sim.nodeinit import LENT_PYTHON_CONF
 
@@ -44,6 +44,14 @@ BOOT_TIMEOUT_S = 20.0
 # so the host can read them).
 KNOBS_MOUNT = "/run/ascend-sim/knobs"
 KNOBS_STATE = "/var/lib/ascend-sim/knobs.json"
+#: the cluster's shared file system in every node: this checkout (read-only, at its own path, with its
+#: .venv and the venv's interpreter) and SHARED_DIR (read-write, <run-dir>/shared), as an NFS /home or
+#: /opt would give. On by default (a few binds, nothing copied); ASCEND_SIM_SHARED_FS=0 turns it off.
+SHARED_DIR = "/shared"
+#: paths a node's own OS owns: a host checkout there is not lent (it would hide the node's files)
+_NODE_OWNED = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/opt/ascend-sim", "/proc",
+               "/run", "/sbin", "/sys", "/usr", "/var/lib/ascend-sim", "/var/lib/ascend-sim-cluster",
+               SHARED_DIR)
 
 
 def run_dir() -> Path:
@@ -156,6 +164,15 @@ def _lock(rd: Path) -> Iterator[None]:
         yield
 
 
+#: held while a cluster starts, stops, or has its fabric changed (not re-entrant)
+run_dir_lock = _lock
+
+
+def fabric_dir(rd: Path) -> Path:
+    """The cluster's fabric folder (ascend_ready.sim.fabric), every node's /var/lib/ascend-sim-cluster."""
+    return rd / "fabric"
+
+
 # -- hardware seam ------------------------------------------------------------------------------------
 
 def hardware_api():
@@ -210,7 +227,10 @@ def up(count: int, profile_spec: str | None = None, *, subnet: str | None = None
         try:
             _prepare_keys(cluster)
             _mount_nodes_fs(cluster.run_dir)
+            _prepare_shared(cluster, hw is not None)
             boot_files = _prepare_all(cluster, hw is not None)
+            if hw is not None:
+                _write_fabric(cluster)
             log.debug("nodes prepared at %.2f s", time.monotonic() - started)
             _boot_all(cluster, boot_files)
             log.debug("nodes booted at %.2f s", time.monotonic() - started)
@@ -280,6 +300,7 @@ def _prepare_node(cluster: Cluster, node: Node, with_hardware: bool) -> Path:
     home = prof.os.python_home()
     if home is not None:
         binds.append((str(home), f"/opt/python/{prof.os.python}", True))
+    binds += _cluster_binds(cluster, upper, with_hardware)
     boot = {
         "root": str(ndir / "root"), "lower": str(lower), "upper": str(upper), "work": str(ndir / "work"),
         "node_dir": str(ndir), "simdir": str(node.simdir(rd)), "hostname": node.name,
@@ -293,6 +314,77 @@ def _prepare_node(cluster: Cluster, node: Node, with_hardware: bool) -> Path:
     boot_file = ndir / "boot.json"
     boot_file.write_text(json.dumps(boot, indent=2))
     return boot_file
+
+
+# -- what every node shares: the fabric and the shared file system -------------------------------------
+
+def shared_fs_enabled() -> bool:
+    return os.environ.get("ASCEND_SIM_SHARED_FS", "1") != "0"
+
+
+def _node_owned(path: Path) -> bool:
+    text = str(path)
+    return text == "/" or any(text == p or text.startswith(p + "/") for p in _NODE_OWNED)
+
+
+def shared_checkout() -> list[Path]:
+    """Host paths every node gets read-only at the same path: this checkout (with its .venv) and the
+    interpreter that venv runs (pyvenv.cfg `home`), unless it lies where the node's OS has its own files
+    (/usr: then the node's Debian bookworm python3.11 stands in, where its profile keeps it)."""
+    if not shared_fs_enabled():
+        return []
+    checkout = ROOT_PACKAGE_DIR.parent
+    if not (checkout / "pyproject.toml").is_file():
+        return []  # an installed package, not a checkout
+    paths = [checkout]
+    with contextlib.suppress(OSError):
+        for line in (checkout / ".venv" / "pyvenv.cfg").read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                prefix = Path(value.strip()).resolve().parent
+                if not prefix.is_relative_to(checkout):
+                    paths.append(prefix)
+    return [p for p in paths if not _node_owned(p)]
+
+
+def _prepare_shared(cluster: Cluster, with_hardware: bool) -> None:
+    """The host side of what nodes share: <run-dir>/shared, and the fabric folder with a mount point per
+    node (nodes/<name>, where every node sees that node's simdir)."""
+    rd = cluster.run_dir
+    if shared_fs_enabled():
+        (rd / "shared").mkdir(exist_ok=True)
+        os.chmod(rd / "shared", 0o1777)  # like /tmp: every node's users write their runs there
+    if with_hardware:
+        shutil.rmtree(fabric_dir(rd), ignore_errors=True)
+        for node in cluster.nodes:
+            (fabric_dir(rd) / "nodes" / node.name).mkdir(parents=True)
+
+
+def _write_fabric(cluster: Cluster) -> None:
+    from ascend_ready.sim import fabric
+
+    rd = cluster.run_dir
+    states = {n.name: json.loads((n.simdir(rd) / "state.json").read_text()) for n in cluster.nodes}
+    fabric.save(fabric_dir(cluster.run_dir), fabric.initial(states))
+
+
+def _cluster_binds(cluster: Cluster, upper: Path, with_hardware: bool) -> list[tuple[str, str, bool]]:
+    """Binds of what every node shares (mount points made in the node's upper layer): the fabric folder
+    and each node's simdir in it (read-only), /shared (read-write) and the shared checkout (read-only)."""
+    rd = cluster.run_dir
+    points: list[tuple[str, str, bool]] = []
+    if shared_fs_enabled():
+        points.append((str(rd / "shared"), SHARED_DIR, False))
+        points += [(str(p), str(p), True) for p in shared_checkout()]
+    if with_hardware:
+        from ascend_ready.sim.fabric import CLUSTER_ROOT
+
+        points.append((str(fabric_dir(rd)), CLUSTER_ROOT, True))
+    for _src, dst, _ro in points:
+        (upper / dst.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    if with_hardware:  # their mount points are in the fabric folder (_prepare_shared)
+        points += [(str(n.simdir(rd)), f"{CLUSTER_ROOT}/nodes/{n.name}", True) for n in cluster.nodes]
+    return points
 
 
 def package_entries() -> list[tuple[str, Path]]:
@@ -518,9 +610,13 @@ def _down(cluster: Cluster) -> None:
         time.sleep(0.05)
     if still := [n.name for n in live if n.alive()]:
         raise SimError(f"nodes still running after SIGKILL: {', '.join(still)}")
+    for node in cluster.nodes:  # a throttled node's cgroup, empty now
+        cgroup.release(None, node.dir(cluster.run_dir))
     cluster.net.destroy()
     _unmount_nodes_fs(cluster.run_dir)
     shutil.rmtree(cluster.run_dir / "nodes", ignore_errors=True)
+    shutil.rmtree(fabric_dir(cluster.run_dir), ignore_errors=True)
+    shutil.rmtree(cluster.run_dir / "shared", ignore_errors=True)  # run outputs go with the cluster
     for name in ("cluster.json", "inventory.ini", "ssh_config", "known_hosts"):
         (cluster.run_dir / name).unlink(missing_ok=True)
 
@@ -528,13 +624,15 @@ def _down(cluster: Cluster) -> None:
 # -- inside a node -------------------------------------------------------------------------------------
 
 def nsenter_argv(node: Node, argv: list[str]) -> list[str]:
-    """A command line that runs argv inside the node (all its namespaces, its root, as root)."""
+    """A command line that runs argv inside the node (all its namespaces, its root, as root, and its
+    cgroup when it is throttled)."""
     if not node.alive():
         raise SimError(f"{node.name} is not running",
                        hint="restart the cluster: ascend-sim down; ascend-sim up N")
-    return ["nsenter", "-t", str(node.pid), "-m", "-u", "-i", "-n", "-p", "-r", "-w",
-            "env", "-i", f"PATH={NODE_PATH}", "HOME=/root", "LANG=C.UTF-8", f"HOSTNAME={node.name}",
-            "TERM=" + os.environ.get("TERM", "dumb"), *argv]
+    return cgroup.joined(node.pid, [
+        "nsenter", "-t", str(node.pid), "-m", "-u", "-i", "-n", "-p", "-r", "-w",
+        "env", "-i", f"PATH={NODE_PATH}", "HOME=/root", "LANG=C.UTF-8", f"HOSTNAME={node.name}",
+        "TERM=" + os.environ.get("TERM", "dumb"), *argv])
 
 
 def node_exec(node: Node, argv: list[str], **kwargs) -> subprocess.CompletedProcess:

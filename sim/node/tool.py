@@ -13,13 +13,13 @@ import sys
 import time
 from pathlib import Path
 
+from ascend_ready.sim.fabric import Fabric, cluster_root_from_env
 from ascend_ready.sim.hw.state import NodeView, fsroot_from_env, simdir_from_env
 from ascend_ready.sim.render import chrony, hccn, lspci, npu_smi
 from ascend_ready.sim.render.npu_smi import ToolError
 
 TOOLS = ("npu-smi", "hccn_tool", "lspci", "dmesg", "chronyc")
-NPU_SMI_USAGE = ("Usage: npu-smi info [-t <type> -i <id> [-c <chip_id>]] | info -m | info -l\n"
-                 "    type: board, health, temp, usages, power, common\n")
+NPU_SMI_USAGE = npu_smi.TOPO_UNKNOWN
 
 
 def npu_smi_run(view: NodeView, args: list[str]) -> str:
@@ -30,6 +30,8 @@ def npu_smi_run(view: NodeView, args: list[str]) -> str:
         return npu_smi.mapping(view)
     if args == ["info", "-l"]:
         return npu_smi.listing(view)
+    if args == ["info", "-t", "topo"]:
+        return npu_smi.topo(view)
     if not args or args[0] != "info" or len(args) % 2 == 0:
         raise ToolError(NPU_SMI_USAGE)
     opts = dict(zip(args[1::2], args[2::2], strict=True))
@@ -111,6 +113,7 @@ _HCCN_GETS = ("link", "net_health", "ip", "gateway", "netdetect", "tls", "fec", 
 def canonical_calls(view: NodeView) -> list[tuple[str, list[str]]]:
     """The argument vectors a preflight asks for, in the spelling of the vendor docs."""
     calls = [("npu-smi", ["info"]), ("npu-smi", ["info", "-m"]), ("npu-smi", ["info", "-l"]),
+             ("npu-smi", ["info", "-t", "topo"]),
              ("lspci", []), ("lspci", ["-vvv"])]
     for npu in view.state["npus"]:
         for kind in npu_smi.INFO_TYPES:
@@ -167,16 +170,12 @@ def _persist_nic_changes(view: NodeView, simdir: Path, fsroot: Path, changes: di
     _drop_cache(simdir)
 
 
-def _fabric(simdir: Path) -> set[str] | None:
-    """Device IPs reachable on the parameter plane, if the cluster wrote them (simdir fabric.json)."""
-    try:
-        return set(json.loads((simdir / "fabric.json").read_text())["device_ips"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def run(tool: str, args: list[str], simdir: Path, fsroot: Path, *,
+        cluster: Path | None = None) -> tuple[str, int]:
+    """(stdout, exit status) of one tool call; hangs forever where the state says the tool hangs.
 
-
-def run(tool: str, args: list[str], simdir: Path, fsroot: Path) -> tuple[str, int]:
-    """(stdout, exit status) of one tool call; hangs forever where the state says the tool hangs."""
+    `cluster`: the cluster's fabric folder a ping resolves its target in (default: where the cluster
+    mounts it, $ASCEND_SIM_CLUSTER_ROOT or /var/lib/ascend-sim-cluster; a node on its own has none)."""
     if tool == "dmesg":
         try:
             return (simdir / "dmesg").read_text(), 0
@@ -198,7 +197,7 @@ def run(tool: str, args: list[str], simdir: Path, fsroot: Path) -> tuple[str, in
         while True:  # the preflight's per-command timeout has to catch this
             time.sleep(3600)
     try:
-        text, rc, cacheable = _render(view, tool, args, simdir, fsroot)
+        text, rc, cacheable = _render(view, tool, args, simdir, fsroot, cluster=cluster)
     except ToolError as err:
         return err.text, err.rc
     if cacheable and rc == 0:
@@ -209,13 +208,16 @@ def run(tool: str, args: list[str], simdir: Path, fsroot: Path) -> tuple[str, in
     return text, rc
 
 
-def _render(view: NodeView, tool: str, args: list[str], simdir: Path, fsroot: Path) -> tuple[str, int, bool]:
+def _render(view: NodeView, tool: str, args: list[str], simdir: Path, fsroot: Path, *,
+            cluster: Path | None = None) -> tuple[str, int, bool]:
     """(text, exit status, cacheable); hccn_tool setters persist their change here."""
     if tool == "npu-smi":
         return npu_smi_run(view, args), 0, True
     if tool == "lspci":
         return lspci.run(view, args), 0, True
-    result = hccn.run(view, args, fabric=_fabric(simdir))
+    # Only a ping reads the other nodes (the state of every peer, fresh at each call: faults change it).
+    fabric = Fabric.load(cluster or cluster_root_from_env()) if "-ping" in args else None
+    result = hccn.run(view, args, fabric=fabric)
     if result.changes:
         _persist_nic_changes(view, simdir, fsroot, result.changes)
     return result.text, result.rc, result.cacheable

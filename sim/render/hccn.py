@@ -10,6 +10,7 @@ import ipaddress
 import time
 from dataclasses import dataclass, field
 
+from ascend_ready.sim.fabric import Fabric, echo
 from ascend_ready.sim.hw.state import NodeView, find_chip_by_logic
 from ascend_ready.sim.render.npu_smi import ToolError, driver_major
 
@@ -71,27 +72,20 @@ def _net_health(view: NodeView, device: int, nic: dict) -> str:
     return "Success" if view.nic_value(device, "netdetect") else "Init"
 
 
-def _ping(view: NodeView, cmd: Command, nic: dict, fabric: set[str] | None) -> str:
+def _ping(view: NodeView, cmd: Command, fabric: Fabric | None) -> str:
     target, pkt = cmd.params.get("address"), cmd.params.get("pkt", "3")
     if not target or set(cmd.params) - {"address", "pkt"} or not pkt.isdigit() or not 0 < int(pkt) <= 10000:
         raise ToolError(USAGE)
     count = int(pkt)
-    address, netmask = view.nic_value(cmd.device, "address"), view.nic_value(cmd.device, "netmask")
-    ok = nic["link"] == "UP" and address is not None and netmask is not None
-    if ok:
-        try:
-            net = ipaddress.ip_network(f"{address}/{netmask}", strict=False)
-            reachable_by_route = ipaddress.ip_address(target) in net or view.nic_value(cmd.device, "gateway")
-        except ValueError:
-            reachable_by_route = False
-        ok = bool(reachable_by_route) and (fabric is None or target in fabric)
-    out = f"device {cmd.device} PING {target}\n"
-    if not ok:
-        return out + f"{count} packets transmitted, 0 received, 100.00% packet loss\n"
-    # first probe pays the ARP/QP setup (ArthurChiao 910B1 capture: 1.418 ms, then ~0.03 ms)
+    received = echo(view, cmd.device, target, count, fabric).received
+    # Shape of the ArthurChiao 910B1 capture: a reply line per packet that came back (the first pays the
+    # ARP/QP setup, 1.418 ms, then ~0.03 ms), none for a lost one, then the summary with two decimals.
     times = [1.418, 0.034, 0.040]
-    out += "".join(f"recv seq={k},time={times[k % 3]:.6f}ms\n" for k in range(count))
-    return out + f"{count} packets transmitted, {count} received, 0.00% packet loss\n"
+    out = f"device {cmd.device} PING {target}\n"
+    out += "".join(f"recv seq={k},time={times[k % 3]:.6f}ms\n" for k in range(count) if received[k])
+    got = sum(received)
+    return out + (f"{count} packets transmitted, {got} received, "
+                  f"{100 * (count - got) / count:.2f}% packet loss\n")
 
 
 def _tls(device: int, switch: int) -> str:
@@ -139,8 +133,8 @@ def _lldp(view: NodeView, device: int, nic: dict) -> str:
 
 
 def run(view: NodeView, args: list[str], *, now: float | None = None,
-        fabric: set[str] | None = None) -> Result:
-    """One `hccn_tool` invocation against the node view."""
+        fabric: Fabric | None = None) -> Result:
+    """One `hccn_tool` invocation against the node view; `fabric`: the cluster's, for `-ping`."""
     try:
         cmd = parse(args)
         nic = _nic(view, cmd.device)
@@ -149,7 +143,7 @@ def run(view: NodeView, args: list[str], *, now: float | None = None,
         return Result(err.text, err.rc, cacheable=False)
 
 
-def _dispatch(view: NodeView, cmd: Command, nic: dict, now: float, fabric: set[str] | None) -> Result:
+def _dispatch(view: NodeView, cmd: Command, nic: dict, now: float, fabric: Fabric | None) -> Result:
     d = cmd.device
     if cmd.mode == "s":
         wanted = _SET_KEYS.get(cmd.name)
@@ -169,7 +163,7 @@ def _dispatch(view: NodeView, cmd: Command, nic: dict, now: float, fabric: set[s
                    "netdetect": {"address": "netdetect"}}[cmd.name]
         return Result(changes={d: {key_map[k]: v for k, v in cmd.params.items()}}, cacheable=False)
     if cmd.name == "ping":
-        return Result(_ping(view, cmd, nic, fabric), cacheable=False)
+        return Result(_ping(view, cmd, fabric), cacheable=False)
     if cmd.params:
         raise ToolError(USAGE)
     if cmd.name == "link":

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from ascend_ready.sim import hw
 from ascend_ready.sim.render.hccn import update_conf
 
@@ -30,16 +28,13 @@ def test_net_health_needs_netdetect(make_node, a2_state):
     assert node.out("hccn_tool", "-i", "0", "-netdetect", "-g") == "netdetect address: 192.1.0.1\n"
 
 
-def test_ping_count_and_fabric(make_node, a2_state):
+def test_ping_count(make_node, a2_state):
+    # A node on its own answers every routable address; in a cluster the holder answers (test_fabric.py).
     node = make_node(a2_state)
     node.provision_nics([0, 1])
     out = node.out("hccn_tool", "-i", "0", "-ping", "-g", "address", "192.2.0.11", "pkt", "5")
     assert out.endswith("5 packets transmitted, 5 received, 0.00% packet loss\n")
     assert out.count("recv seq=") == 5
-    # with the cluster's fabric map, an address nobody holds does not answer
-    (node.sim / "fabric.json").write_text(json.dumps({"device_ips": ["192.2.0.11"]}))
-    lost = node.out("hccn_tool", "-i", "0", "-ping", "-g", "address", "192.2.0.99")
-    assert lost == "device 0 PING 192.2.0.99\n3 packets transmitted, 0 received, 100.00% packet loss\n"
 
 
 def test_fault_written_after_a_node_change_wins(make_node, a2_state):

@@ -1,0 +1,187 @@
+"""The device-NIC ping mesh run for real over SSH: how each ping is judged (on outputs the simulator's
+hccn_tool renders), then the whole mesh on a 4-node simulated A2 cluster with its device NICs addressed
+as the fleet's hccn role does, healthy and with one fault of each kind injected through `ascend-sim fault`."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+from sim_support import own_cluster
+
+from ascend_ready.checks.cluster.mesh import Ping
+from ascend_ready.checks.cluster.mesh_run import judge_ping, mesh, run_mesh
+from ascend_ready.checks.inventory import load_inventory
+from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult
+from ascend_ready.checks.transport import FanoutOptions, Target
+from ascend_ready.sim import hw
+from ascend_ready.sim.hw.state import NodeView
+from ascend_ready.sim.render import hccn
+
+RUN_DIR, SUBNET = own_cluster("mesh", 6)  # default /run/ascend-sim-pytest-mesh, 10.251.206.0/24
+PING = Ping(0, "node01", "node02")
+TARGET = "192.168.0.12"
+
+
+def rendered(address: str = TARGET, *, pkt: int = 3) -> str:
+    """What the simulator's hccn_tool prints for device 0 of a lone node pinging `address`."""
+    view = NodeView(hw.initial_state("atlas-800t-a2", node_index=1, node_name="node01"),
+                    runtime={"0": {"address": ["192.168.0.11", 0], "netmask": ["255.255.255.0", 0]}})
+    return hccn.run(view, ["-i", "0", "-ping", "-g", "address", address, "pkt", str(pkt)]).text
+
+
+def judged(result: ProbeResult | None, *, reachable: bool = True):
+    snap = HostSnapshot(name="node01", reachable=reachable, error=None if reachable else "connection refused",
+                        probes={} if result is None else {"mesh-ping-0": result})
+    return judge_ping(PING, TARGET, snap, "mesh-ping-0")
+
+
+def ping_result(stdout: str, rc: int = 0, **fields) -> ProbeResult:
+    return ProbeResult(command=f"hccn_tool -i 0 -ping -g address {TARGET} pkt 3", rc=rc, stdout=stdout,
+                       timeout_s=12.0, **fields)
+
+
+def test_a_complete_reply_passes_and_names_the_pair():
+    out = judged(ping_result(rendered()))
+    assert out.ok
+    assert out.evidence == ("node01 device 0 -> node02 192.168.0.12: "
+                            "3 packets transmitted, 3 received, 0.00% packet loss")
+
+
+def test_partial_loss_fails():
+    text = rendered().replace("recv seq=1,time=0.034000ms\nrecv seq=2,time=0.040000ms\n", "").replace(
+        "3 received, 0.00%", "1 received, 66.67%")
+    out = judged(ping_result(text))
+    assert not out.ok and out.evidence.endswith("3 packets transmitted, 1 received, 66.67% packet loss")
+
+
+@pytest.mark.parametrize(("result", "says"), [
+    (ping_result("device 0 PING 192.168.0.12\nrecv seq=0,time=1.418000ms\n", timed_out=True, rc=124),
+     "timed out after 12 s; output: 'device 0 PING 192.168.0.12\\nrecv seq=0,time=1.418000ms'"),
+    (ping_result("hccn_tool: dsmi_get_device_ip_address failed\n", rc=1), "unreadable output"),
+    (ping_result("", rc=-1, not_run="host deadline of 20 s"), "not run: host deadline"),
+    (ping_result(rendered("192.168.0.13")), "pinging 192.168.0.13"),
+    (None, "no result"),
+])
+def test_a_ping_that_was_not_read_to_the_end_is_a_failure_with_its_output(result, says):
+    out = judged(result)
+    assert not out.ok
+    assert says in out.evidence
+
+
+def test_an_unreachable_pinging_node_is_a_failure():
+    out = judged(None, reachable=False)
+    assert not out.ok and "node01 unreachable: connection refused" in out.evidence
+
+
+def test_duplicated_and_missing_ips_are_reported_before_pinging():
+    ips = {"node01": {0: "192.168.0.11", 1: "192.168.1.11"}, "node02": {0: "192.168.0.11"}}
+    # Every pair has a left-out end, so nothing is pinged (those addresses would not answer: TEST-NET-1).
+    targets = [Target("node01", address="192.0.2.1"), Target("node02", address="192.0.2.2")]
+    result = run_mesh(targets, FanoutOptions(), ips, [0, 1])
+    assert [str(d) for d in result.duplicates] == [
+        "device IP 192.168.0.11 is held by node01 device 0, node02 device 0"]
+    assert (result.pings, result.round_wall_s) == (0, [])
+    assert set(result.culprits) == {("node01", 0), ("node02", 0), ("node02", 1)}
+    assert result.culprits[("node02", 1)] == ["no device IP on device 1 (hccn_tool -i 1 -ip -g)"]
+
+
+# ---------------------------------------------------------------- on a simulated cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(sim_host):
+    """4 A2 nodes (run dir RUN_DIR): hccn_tool where the driver puts it, device d of node i at
+    192.168.d.(10+i)/24 behind 192.168.d.1 (sim/harness/fleet.py device_nics, what the hccn role sets)."""
+    from ascend_ready.sim import cluster as sim
+    from ascend_ready.sim.harness.fleet import device_nics
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("ASCEND_SIM_RUN_DIR", RUN_DIR)
+    with open(f"{RUN_DIR}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            sim.down()
+            c = sim.up(4, "a2-ubuntu2204", subnet=SUBNET)
+            for node in c.nodes:
+                # The fake driver package installs this very wrapper (sim/packages/builder.py).
+                tool = f"/proc/{node.pid}/root/usr/local/bin/hccn_tool"
+                shutil.copy(sim.NODE_TOOLS / "hccn_tool", tool)
+                os.chmod(tool, 0o755)
+                script = "set -e; " + "; ".join(
+                    f"hccn_tool -i {n['id']} -ip -s address {n['address']} netmask {n['netmask']}; "
+                    f"hccn_tool -i {n['id']} -gateway -s gateway {n['gateway']}"
+                    for n in device_nics(node.index, 8))
+                sim.node_exec(node, ["sh", "-c", script], check=True, capture_output=True)
+            yield c
+        finally:
+            sim.down()
+            patch.undo()
+
+
+def _mesh(c):
+    options = FanoutOptions(ssh_config_file=str(c.ssh_config), known_hosts_file=str(c.known_hosts))
+    return mesh(load_inventory(str(c.inventory_path)), options, round_timeout_s=20)
+
+
+def _fault(*argv: str) -> None:
+    from ascend_ready.sim import cli
+
+    result = CliRunner().invoke(cli.main, ["fault", *argv])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.sim
+def test_a_healthy_cluster_passes_every_ping_in_three_rounds(cluster):
+    result = _mesh(cluster)
+    assert result.ok, result.lines()
+    assert (result.rounds, result.pings, result.retests) == (3, 4 * 3 // 2 * 8, 0)
+    assert len(result.round_wall_s) == 3 and all(w < 20 for w in result.round_wall_s)
+
+
+@pytest.fixture(scope="module")
+def faulty(cluster):
+    """One fault of each kind, each on its own plane, injected with `ascend-sim fault` while the nodes
+    run; the mesh run once over all of them."""
+    pids = [n.pid for n in cluster.nodes]
+    _fault("node03", "link-down", "--param", "device=5")
+    _fault("node02", "plane-cut", "--param", "plane=3", "--param", "peer=node04")
+    _fault("node01", "packet-loss", "--param", "device=6", "--param", "loss_pct=66.67")
+    _fault("node02", "device-ip-duplicate", "--param", "device=1", "--param", "peer=node04")
+    try:
+        yield _mesh(cluster)
+    finally:
+        for node in cluster.nodes:
+            _fault(node.name, "--clear")
+    assert [n.pid for n in cluster.nodes] == pids and all(n.alive() for n in cluster.nodes)
+
+
+@pytest.mark.sim
+def test_a_device_whose_link_is_down_is_isolated_to_that_device(faulty):
+    assert ("node03", 5) in faulty.culprits
+    assert any("100.00% packet loss" in e for e in faulty.culprits[("node03", 5)])
+    assert not any(plane == 5 for (_a, _b, plane) in faulty.bad_links)
+
+
+@pytest.mark.sim
+def test_a_device_ip_on_two_nodes_is_named_and_left_out(faulty):
+    assert [str(d) for d in faulty.duplicates] == [
+        "device IP 192.168.1.14 is held by node02 device 1, node04 device 1"]
+    assert {("node02", 1), ("node04", 1)} <= set(faulty.culprits)
+
+
+@pytest.mark.sim
+def test_a_plane_cut_between_two_nodes_is_a_bad_link(faulty):
+    assert list(faulty.bad_links) == [("node02", "node04", 3)]
+    assert not any(plane == 3 for (_n, plane) in faulty.culprits)
+
+
+@pytest.mark.sim
+def test_partial_loss_is_reported_with_its_summary(faulty):
+    evidence = faulty.culprits[("node01", 6)]
+    assert any(e.endswith("3 packets transmitted, 1 received, 66.67% packet loss") for e in evidence)
+    assert set(faulty.culprits) == {("node03", 5), ("node02", 1), ("node04", 1), ("node01", 6)}
+    assert not faulty.unresolved and not faulty.transient
