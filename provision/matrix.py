@@ -8,6 +8,7 @@ import it, `ascend-matrix` shows it.
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -147,6 +148,24 @@ class StackRow(MatrixModel):
         return MANYLINUX_GLIBC[self.manylinux]
 
 
+class EngineRow(MatrixModel):
+    """One RL engine release (verl, vllm-ascend, MindSpeed-RL) and the torch / torch_npu / CANN / Python
+    it states it runs on. Each range is a list of `OP VERSION` clauses (==, >=, <=, >, <) that must all
+    hold; `companions` names companion packages, and a `vllm-ascend` there must be a vllm-ascend row."""
+
+    id: str = Field(description="<engine>-<version>, e.g. verl-2025.12")
+    engine: Literal["verl", "vllm-ascend", "mindspeed-rl"]
+    version: str = Field(description="the engine release, or the dated docs revision that pins the stack")
+    cann: list[str] = Field(description="CANN clauses, e.g. ['>=8.3.RC1']")
+    torch: list[str]
+    torch_npu: list[str]
+    python: list[PythonVersion]
+    hdk: list[str] = Field(default_factory=list, description="driver clauses, where the source states them")
+    companions: dict[str, str] = Field(default_factory=dict,
+                                       description="companion packages and their pinned versions")
+    source: str
+
+
 class Matrix(MatrixModel):
     """The whole file. Cross-references are checked by `check_matrix` after parsing."""
 
@@ -158,6 +177,8 @@ class Matrix(MatrixModel):
     layouts: list[Layout]
     cann: list[CannRelease]
     stacks: list[StackRow]
+    engines: list[EngineRow] = Field(default_factory=list,
+                                     description="RL engines and the stacks they state they support")
 
     # Lookups. Version ids compare through version_key, so 8.2.rc1 finds 8.2.RC1.
     def os_entry(self, os_id: str) -> OsEntry | None:
@@ -323,6 +344,22 @@ def check_matrix(m: Matrix, *, origin: str = "<matrix>") -> None:
                         f"torch {s.torch} wheels are manylinux_2_28 (glibc 2.28), not {s.manylinux}",
                         "set manylinux: manylinux_2_28")
         need_source(f"{where}.python_source", s.python_source)
+    _check_unique(origin, "engines", [e.id for e in m.engines])
+    for i, e in enumerate(m.engines):
+        where = f"engines[{i}] ({e.id})"
+        need_source(f"{where}.source", e.source)
+        for name in ("cann", "torch", "torch_npu", "hdk"):
+            for clause in getattr(e, name):
+                try:
+                    parse_clause(clause)
+                except ValueError as exc:
+                    raise _fail(origin, f"{where}.{name}", str(exc),
+                                "write clauses like '>=8.3.RC1'") from None
+        companion = e.companions.get("vllm-ascend")
+        if companion and e.engine != "vllm-ascend" and not any(
+                r.engine == "vllm-ascend" and r.version.lower() == companion.lower() for r in m.engines):
+            raise _fail(origin, f"{where}.companions", f"no vllm-ascend row for version {companion}",
+                        "add the vllm-ascend release it installs under `engines:`")
     for c in m.cann:
         recommended = [s.id for s in m.stacks_for(c.version) if s.recommended]
         if len(recommended) > 1:
@@ -399,6 +436,15 @@ class ResolvedPackages(MatrixModel):
     nnal: str | None
 
 
+class ResolvedEngine(MatrixModel):
+    """The engine row a resolved stack satisfies, and the companion rows it brings along."""
+
+    engine: str
+    rows: list[str] = Field(description="engine rows the stack satisfies (the engine's, then vllm-ascend's)")
+    companions: dict[str, str]
+    sources: list[str]
+
+
 class ResolvedStack(MatrixModel):
     """Everything a node needs, decided: what Ansible installs and what ascend-check expects."""
 
@@ -421,9 +467,11 @@ class ResolvedStack(MatrixModel):
     layout: ResolvedLayout
     packages: ResolvedPackages
     warnings: list[str]
+    engine: ResolvedEngine | None = Field(None, description="the RL engine asked for with `engine`")
 
 
-_PIN_NAMES = ("cann", "torch", "torch_npu", "driver", "product", "os", "arch", "python")
+_PIN_NAMES = ("cann", "torch", "torch_npu", "driver", "product", "os", "arch", "python", "engine")
+ENGINES = ("verl", "vllm-ascend", "mindspeed-rl")
 
 
 def normalized_pins(m: Matrix, pins: dict[str, str | None]) -> dict[str, str]:
@@ -452,6 +500,12 @@ def normalized_pins(m: Matrix, pins: dict[str, str | None]) -> dict[str, str]:
                           hint=f"known OS ids: {', '.join(o.id for o in m.os)}")
     if "arch" in out and out["arch"] not in ARCHES:
         raise MatrixError(f"arch: unknown arch {out['arch']!r}", hint=f"one of: {', '.join(ARCHES)}")
+    if "engine" in out:
+        out["engine"] = out["engine"].lower()
+        if not [e for e in m.engines if e.engine == out["engine"]]:
+            known = ", ".join(sorted({e.engine for e in m.engines}))
+            raise MatrixError(f"engine: no rows for engine {out['engine']!r}",
+                              hint=f"engines in the matrix: {known}")
     if "cann" in out and m.cann_release(out["cann"]) is None:
         raise MatrixError(f"cann: CANN {out['cann']} is not in the matrix",
                           hint=f"known CANN versions: {', '.join(c.version for c in m.cann)}")
@@ -496,6 +550,12 @@ def _constraints(m: Matrix, pins: dict[str, str]) -> list[tuple[str, Any, Any]]:
                     lambda s: version_key(s.glibc) <= version_key(os_e.glibc),
                     lambda s: f"torch {s.torch}/torch_npu {s.torch_npu} wheels are {s.manylinux} and need "
                               f"glibc {s.glibc} but {os_e.id} has {os_e.glibc}"))
+    if "engine" in pins:
+        engine = pins["engine"]
+        out.append((f"engine {engine}",
+                    lambda s: bool(engine_rows_for(m, engine, s.cann, s.torch, s.torch_npu)),
+                    lambda s: f"{s.id} (torch {s.torch}, torch_npu {s.torch_npu}) is outside every "
+                              f"{engine} row"))
     product = pins.get("product", DEFAULT_PRODUCT)
     out.append((f"product {product}", lambda s: product in m.cann_release(s.cann).hdk.recommended,
                 lambda s: f"CANN {s.cann} has no recorded HDK bundle for {product}"))
@@ -547,6 +607,9 @@ def resolve(matrix: Matrix | None = None, **pins: str | None) -> ResolvedStack:
 def _pick_python(m: Matrix, stack: StackRow, pins: dict[str, str], os_e: OsEntry | None) -> str:
     cann_py = m.cann_release(stack.cann).python
     usable = [v for v in stack.python if cann_py is None or v in cann_py]
+    if "engine" in pins:
+        rows = engine_rows_for(m, pins["engine"], stack.cann, stack.torch, stack.torch_npu)
+        usable = [v for v in usable if all(v in r.python for r in rows)] or usable
     if "python" in pins:
         return pins["python"]
     if os_e is not None and os_e.python3 in usable:
@@ -599,7 +662,19 @@ def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str,
         name=layout.id, install_root=layout.install_root.format(**fields), home=layout.home.format(**fields),
         set_env=layout.set_env.format(**fields), version_file=layout.version_file.format(**fields),
         op_package=layout.op_package, nnae=layout.nnae)
+    engine = None
+    if "engine" in pins:
+        rows = engine_rows_for(m, pins["engine"], stack.cann, stack.torch, stack.torch_npu)
+        companions: dict[str, str] = {}
+        for r in rows:
+            companions.update(r.companions)
+        engine = ResolvedEngine(engine=pins["engine"], rows=[r.id for r in rows], companions=companions,
+                                sources=list(dict.fromkeys(r.source for r in rows)))
+        if not all(python in r.python for r in rows):
+            warnings.append(f"Python {python} is outside {pins['engine']}'s stated Pythons "
+                            f"({', '.join(rows[0].python)})")
     return ResolvedStack(
+        engine=engine,
         id=stack.id, cann=cann.version, torch=stack.torch, torch_npu=stack.torch_npu,
         torch_npu_branch=stack.branch, python=python, python_versions=list(stack.python),
         glibc_floor=stack.glibc, manylinux=stack.manylinux, product=product_id, arch=arch,
@@ -611,3 +686,99 @@ def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str,
 def preferred_python(pythons: list[str]) -> str:
     """Of the Pythons a stack's wheels support, the one to install: an NNAL one, else the newest."""
     return next((v for v in NNAL_PYTHONS if v in pythons), max(pythons, key=version_key))
+
+
+# ---------------------------------------------------------------------------------------------------
+# RL engines
+
+
+_CLAUSE_OPS = ("==", ">=", "<=", ">", "<")
+
+
+def parse_clause(clause: str) -> tuple[str, str]:
+    """'>=8.3.RC1' -> ('>=', '8.3.RC1'); raises ValueError for anything else."""
+    text = clause.strip()
+    op = next((o for o in _CLAUSE_OPS if text.startswith(o)), None)
+    if op is None:
+        raise ValueError(f"bad version clause {clause!r}: start with one of {' '.join(_CLAUSE_OPS)}")
+    version = text[len(op):].strip()
+    version_key(version)
+    return op, version
+
+
+def clauses_hold(clauses: list[str], version: str) -> bool:
+    """Whether `version` satisfies every clause (== compares as the matrix does: 8.2.rc1 == 8.2.RC1)."""
+    key = version_key(version)
+    for clause in clauses:
+        op, want = parse_clause(clause)
+        other = version_key(want)
+        ok = {"==": same_version(version, want), ">=": key >= other, "<=": key <= other,
+              ">": key > other, "<": key < other}[op]
+        if not ok:
+            return False
+    return True
+
+
+def _release_key(version: str) -> tuple:
+    """Orders engine releases: 0.11.0rc1 < 0.11.0, 2025.08.15 < 2025.12.11 (PEP 440-ish)."""
+    match = re.match(r"(\d+(?:\.\d+)*)\.?(.*)", version)
+    if match is None:
+        return ((), (0, version))
+    nums = tuple(int(x) for x in match.group(1).split("."))
+    tail = match.group(2)
+    return nums, (0, tail) if tail.startswith(("rc", "a", "b", "dev")) else (1, tail)
+
+
+def _row_holds(row: EngineRow, cann: str, torch: str, torch_npu: str) -> bool:
+    return (clauses_hold(row.cann, cann) and clauses_hold(row.torch, base_version(torch))
+            and clauses_hold(row.torch_npu, torch_npu))
+
+
+def engine_rows_for(m: Matrix, engine: str, cann: str, torch: str, torch_npu: str) -> list[EngineRow]:
+    """The newest row of `engine` that accepts the set, followed by the vllm-ascend row it installs
+    (which must accept the set too); empty when none does."""
+    rows = sorted((r for r in m.engines if r.engine == engine and _row_holds(r, cann, torch, torch_npu)),
+                  key=lambda r: _release_key(r.version), reverse=True)
+    for row in rows:
+        companion = row.companions.get("vllm-ascend") if engine != "vllm-ascend" else None
+        if companion is None:
+            return [row]
+        vllm = [r for r in m.engines if r.engine == "vllm-ascend" and r.version.lower() == companion.lower()]
+        if vllm and _row_holds(vllm[0], cann, torch, torch_npu):
+            return [row, vllm[0]]
+    return []
+
+
+def check_engine_fleet(engine: str, fingerprints: dict[str, dict[str, str | None]],
+                       matrix: Matrix | None = None) -> dict[str, list[str]]:
+    """Refuse a fleet that `engine` does not support: node -> {cann, torch, torch_npu} as read on it.
+
+    Returns node -> the engine rows it satisfies; raises MatrixError naming every node that is off (or
+    that lacks a version) and the stack `ascend-matrix resolve --engine` recommends instead.
+    """
+    m = matrix or load_matrix()
+    if not [e for e in m.engines if e.engine == engine]:
+        raise MatrixError(f"engine: no rows for engine {engine!r}",
+                          hint=f"engines in the matrix: {', '.join(sorted({e.engine for e in m.engines}))}")
+    ok: dict[str, list[str]] = {}
+    bad: list[str] = []
+    for node, fp in sorted(fingerprints.items()):
+        missing = [k for k in ("cann", "torch", "torch_npu") if not fp.get(k)]
+        if missing:
+            bad.append(f"{node}: {', '.join(missing)} not read")
+            continue
+        rows = engine_rows_for(m, engine, fp["cann"], fp["torch"], fp["torch_npu"])
+        if rows:
+            ok[node] = [r.id for r in rows]
+        else:
+            bad.append(f"{node}: CANN {fp['cann']}, torch {fp['torch']}, torch_npu {fp['torch_npu']}")
+    if bad:
+        try:
+            want = resolve(m, engine=engine)
+            hint = (f"{engine} supports e.g. CANN {want.cann} / torch {want.torch} / "
+                    f"torch_npu {want.torch_npu} "
+                    f"(`ascend-matrix resolve --engine {engine}`)")
+        except MatrixError:
+            hint = f"see the {engine} rows in `ascend-matrix show --format json`"
+        raise MatrixError(f"{engine} does not support these nodes: " + "; ".join(bad), hint=hint)
+    return ok
