@@ -10,7 +10,8 @@ import sys
 
 import click
 
-from ascend_ready.errors import AscendReadyError, ConfigError
+from ascend_ready.cli_guard import GuardedCommand
+from ascend_ready.errors import ConfigError
 
 
 def _kinds() -> list[str]:
@@ -19,14 +20,7 @@ def _kinds() -> list[str]:
     return kinds()
 
 
-def _die(error: AscendReadyError) -> None:
-    click.echo(f"error: {error.message}", err=True)
-    if error.hint:
-        click.echo(f"hint: {error.hint}", err=True)
-    sys.exit(error.exit_code)
-
-
-@click.command("parse")
+@click.command("parse", cls=GuardedCommand)
 @click.argument("kind", required=False)
 @click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--list", "list_kinds", is_flag=True, help="List the output kinds and exit.")
@@ -46,11 +40,8 @@ def parse_command(kind: str | None, file: str | None, list_kinds: bool) -> None:
         click.echo("\n".join(_kinds()))
         return
     if kind is None or file is None:
-        _die(ConfigError("KIND and FILE are required", hint="known kinds: " + ", ".join(_kinds())))
-    try:
-        parse = get_parser(kind)
-    except ConfigError as error:
-        _die(error)
+        raise ConfigError("KIND and FILE are required", hint="known kinds: " + ", ".join(_kinds()))
+    parse = get_parser(kind)
     try:
         if file == "-":
             data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
@@ -58,11 +49,8 @@ def parse_command(kind: str | None, file: str | None, list_kinds: bool) -> None:
             with open(file, "rb") as handle:
                 data = handle.read()
     except OSError as error:
-        _die(ConfigError(f"cannot read {file}: {error.strerror or error}",
-                         hint="pass a readable file, or - to read standard input"))
+        raise ConfigError(f"cannot read {file}: {error.strerror or error}",
+                          hint="pass a readable file, or - to read standard input") from None
     text = data.decode("utf-8", errors="replace")
-    try:
-        model = parse(text)
-    except AscendReadyError as error:
-        _die(error)
+    model = parse(text)
     click.echo(model.model_dump_json(indent=2))

@@ -4,6 +4,10 @@ The remote side needs only a POSIX shell and coreutils (`timeout`, `mktemp`, `ca
 CentOS 7 node works. Each probe's stdout streams between marker lines carrying a per-run random nonce
 (stderr and rc follow it), so no output can forge a frame. The framing forks only to copy a non-empty
 stderr: on a simulated cluster every process of every node shares the same few cores.
+
+One hung tool costs one time limit, not the host deadline: cheap single-shot probes run first, a
+tool that timed out is not called again in the batch, and the per-device loops of each tool get a
+share of what is left of the deadline. A probe that is not started says why (`ProbeResult.not_run`).
 """
 
 from __future__ import annotations
@@ -13,10 +17,23 @@ import secrets
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 
 from ascend_ready.checks.snapshot import ProbeResult
 
-__all__ = ["FOREACH", "Probe", "ProbeStream", "build_script", "new_stream", "parse_stream"]
+__all__ = [
+    "FOREACH",
+    "GENERIC_COMMANDS",
+    "Probe",
+    "ProbeStream",
+    "batch_order",
+    "build_script",
+    "deadline_reason",
+    "new_stream",
+    "not_run_result",
+    "parse_stream",
+    "probe_tools",
+]
 
 #: How a per-device probe finds its instances on the node: a sh snippet printing one key per line
 #: (the key's words fill the probe's `{1}` `{2}` or `$1` `$2`). Keys are read from the output of
@@ -38,6 +55,15 @@ FOREACH: dict[str, str] = {
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _SLOT_RE = re.compile(r"^\{([1-9])\}$")
+_TOOL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+
+#: Commands that read a file, a filesystem or print: one of them hanging (a dead NFS mount, a sysfs
+#: file) says nothing about their next call, which reads something else. Any other command is a
+#: tool, and a tool that timed out is not called again in the batch (its driver is what hangs).
+GENERIC_COMMANDS = frozenset(
+    {"cat", "df", "ls", "head", "tail", "grep", "sed", "awk", "echo", "printf", "true", "false", "sleep",
+     "getconf", "getent", "sh", "env", "stat", "readlink", "id", "uname", "test", "["}
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +78,8 @@ class Probe:
     never the vendor tools: concurrent npu-smi calls can fail with dcmi error -8020 "device used").
     `as_user` runs the command in the training user's own login shell (`su - USER`), because limits
     (pam_limits) and library paths (profile scripts sourcing set_env.sh) are per-user facts.
+    `tool` names the program whose hang makes the batch skip this probe: by default the command's
+    program (not for GENERIC_COMMANDS), and for a snippet the batch's tool it calls; "" for none.
     """
 
     id: str
@@ -63,6 +91,7 @@ class Probe:
     as_user: bool = False
     background: bool = False
     description: str = ""
+    tool: str | None = None
 
     def __post_init__(self) -> None:
         if not _ID_RE.match(self.id):
@@ -73,8 +102,20 @@ class Probe:
             raise ValueError(f"probe {self.id}: a background probe cannot loop or depend on others")
         if self.foreach is not None and self.foreach not in FOREACH:
             raise ValueError(f"probe {self.id}: unknown foreach source {self.foreach!r}")
+        if self.tool and not _TOOL_RE.match(self.tool):
+            raise ValueError(f"probe {self.id}: tool {self.tool!r} is not a program name")
 
     @property
+    def program_tool(self) -> str:
+        """The tool this probe's own command runs ("" for a snippet or a generic command)."""
+        if self.tool is not None:
+            return self.tool
+        if not self.argv:
+            return ""
+        name = self.argv[0].rsplit("/", 1)[-1]
+        return "" if name in GENERIC_COMMANDS or not _TOOL_RE.match(name) else name
+
+    @cached_property
     def command(self) -> str:
         """The command as a user would type it (what a failed check names)."""
         return (
@@ -119,11 +160,21 @@ def _words(probe: Probe, env: _Env) -> str:
 #: batch's output (or the channel would stay open after END) and ends with the batch's temp dir: a
 #: TERM sent as it starts can be lost, and a finished batch whose parent has not reaped it still
 #: answers `kill -0`.
+#: Output: the probes run in `_main`, whose output `_co` passes on in one write per tick (`dd` takes
+#: what the pipe holds; 50 ms while output flows, doubling up to 1 s while it trickles; a `cat` in
+#: between doubles what the batch can write without waiting): sshd sends one SSH packet per read of its
+#: pipe, and each packet costs the controller more CPU than the bytes in it (~190 packets per A2 node
+#: when every marker went out alone, now a handful; a 10 s batch on a real node ~15). A batch cut by
+#: the host deadline loses at most its last tick; at END, `_fin` wakes `_co` (USR1) so the last output
+#: leaves at once.
+#: Skipping: `_ok` lets a probe start unless its tool timed out earlier (`_H` lists those tools), the
+#: batch's budget `_D` (the host deadline, on the node's clock) is spent, or the current tool's share
+#: `_L` of it is; otherwise it prints a one-line N frame saying which, and the probe is not started.
 _RUNTIME = r"""#!/bin/sh
 LC_ALL=C; export LC_ALL
 PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin:/usr/local/bin:/usr/local/Ascend/driver/tools"; export PATH
 _T=$(mktemp -d 2>/dev/null || { d=/tmp/ascend-check.$$; mkdir -m 700 "$d" && echo "$d"; }) || exit 97
-_W=; _B=
+_W=; _B=; _H=' '; _D=; _L=; _LS=
 trap '[ -z "$_W" ] || kill "$_W" 2>/dev/null; rm -rf "$_T"' EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
@@ -156,82 +207,179 @@ _wd() { exec </dev/null >/dev/null 2>&1
     done
   done; }
 _now
-if [ "$_t" -gt 0 ]; then _wd $$ & _W=$!; _TO=
+if [ "$_t" -gt 0 ]; then _wd $$ & _W=$!; _TO=; [ -z "@BUDGET@" ] || _D=$(( _t + @BUDGET@ ))
 elif command -v timeout >/dev/null 2>&1; then _TO=1; else _TO=; fi
-_run() { _s=$1; shift
+_run() { _s=$1; shift; _x=
   if [ -n "$_W" ]; then
     "$@" & _c=$!
     echo "$_c $_a $_s" >"$_T/$_id.run"
     wait "$_c"; _r=$?
     : >"$_T/$_id.run"
-    if [ -f "$_T/$_id.to" ]; then read -r _g _k <"$_T/$_id.to"; [ "$_g" = KILL ] && _r=137 || _r=124; fi
+    if [ -f "$_T/$_id.to" ]; then _x=1; read -r _g _k <"$_T/$_id.to"; [ "$_g" = KILL ] && _r=137 || _r=124; fi
     return $_r
   elif [ -n "$_TO" ]; then
-    timeout -k 2 "$(( _s / 1000 )).$(( _s % 1000 / 100 ))$(( _s % 100 / 10 ))$(( _s % 10 ))" "$@"
+    timeout -k 2 "$(( _s / 1000 )).$(( _s % 1000 / 100 ))$(( _s % 100 / 10 ))$(( _s % 10 ))" "$@"; _r=$?
+    case $_r in 124|137) _x=1 ;; esac; return $_r
   else "$@"; fi; }
+_ok() { case $_H in *" $2 "*) printf '%s N %s tool %s\n' @N@ "$1" "$2"; return 1 ;; esac
+  [ -n "$_D" ] || return 0
+  _now
+  if [ "$_t" -ge "$_D" ]; then printf '%s N %s deadline\n' @N@ "$1"; return 1; fi
+  if [ -n "$_L" ] && [ "$_t" -ge "$_L" ]; then
+    printf '%s N %s budget %s %s\n' @N@ "$1" "$2" "$_LS"; return 1; fi; }
+_share() { [ -n "$_D" ] || return 0; _now; _LS=$(( (_D - _t) / $1 ))
+  [ "$_LS" -gt 0 ] || _LS=0; _L=$(( _t + _LS )); }
 _as() { if [ "$_ME" = "$1" ]; then "${SHELL:-/bin/sh}" -lc "$2"
   elif [ "$_UID" = 0 ]; then su - "$1" -c "$2"
   else echo "ascend-check: need root or user '$1' to read its environment" >&2; return 125; fi; }
-_tail() { _rc=$1; _now; printf '
+_tail() { _rc=$1; [ -z "$_x" ] || [ "$_tl" = - ] || _H="$_H$_tl "; _now; printf '
 %s O %s %s %s
 ' @N@ "$_id" "$_rc" $(( _t - _a ))
   [ -s "$_T/$_id.e" ] && cat "$_T/$_id.e"; printf '
 %s E %s
 ' @N@ "$_id"; }
-_p() { _id=$1; shift; _now; _a=$_t; printf '%s B %s
+_p() { _id=$1; _tl=$2; shift 2; _ok "$_id" "$_tl" || return 0; _now; _a=$_t; printf '%s B %s
 ' @N@ "$_id"
   _run "$@" 2>"$_T/$_id.e" </dev/null; _tail $?; }
-_q() { _id=$1; shift; _now; _a=$_t; printf '%s B %s
+_q() { _id=$1; _tl=$2; shift 2; _ok "$_id" "$_tl" || return 0; _now; _a=$_t; printf '%s B %s
 ' @N@ "$_id"
   _run "$@" >"$_T/$_id.out" 2>"$_T/$_id.e" </dev/null; _r=$?; cat "$_T/$_id.out"; _tail $_r; }
+_co() { command -v dd >/dev/null 2>&1 || exec cat
+  _z=25; trap : USR1; _c=$(exec sh -c 'echo $PPID'); echo "$_c" >"$_T/co.pid"
+  while dd bs=1048576 count=1 2>"$_T/co"; do
+    _r=; _n=0; { read -r _r _x; read -r _x; read -r _n _x; } <"$_T/co" 2>/dev/null
+    [ "$_r" = 0+0 ] && break
+    # Output flowing fast (16 KiB or more since the last tick): stay at 50 ms, or the 64 KiB pipe
+    # fills and stalls the batch; a trickle (a slow tool, a hang): wait twice as long, up to 1 s.
+    case $_n in *[!0-9]*|'') _n=0 ;; esac
+    if [ "$_n" -ge 16384 ]; then _z=50; elif [ "$_n" -lt 4096 ]; then _z=$(( _z * 2 )); fi
+    [ "$_z" -le 1000 ] || _z=1000
+    if [ ! -f "$_T/done" ] && [ "$_n" -lt 49152 ]; then
+      sleep "$(( _z / 1000 )).$(( _z % 1000 / 100 ))$(( _z % 100 / 10 ))" 2>/dev/null & _s=$!
+      wait "$_s"; [ $? -gt 128 ] && kill "$_s" 2>/dev/null
+    fi
+  done; }
+_fin() { : >"$_T/done"; { read -r _c <"$_T/co.pid"; } 2>/dev/null && kill -USR1 "$_c" 2>/dev/null; }
 """
 
 
 def build_script(
-    probes: Iterable[Probe], *, nonce: str | None = None, default_timeout_s: float = 10.0, user: str = "root"
+    probes: Iterable[Probe],
+    *,
+    nonce: str | None = None,
+    default_timeout_s: float = 10.0,
+    user: str = "root",
+    budget_s: float | None = None,
 ) -> tuple[str, str]:
-    """The POSIX sh script that runs `probes` in dependency order, and the nonce framing its output.
+    """The POSIX sh script that runs `probes`, and the nonce framing its output.
+
+    Order: background probes start first (they overlap the rest), then single-shot probes that run no
+    tool, then those that do, then the per-device loops grouped by tool, each after what it needs.
+    `budget_s` is the time the batch may take (the host deadline less connecting): past it no probe
+    starts, and the loops of each tool may use an equal share of what is left when they begin.
 
     Frame per probe instance, on stdout:
-        `<nonce> B <id>\n` stdout `\n<nonce> O <id> <rc> <ms>\n` stderr `\n<nonce> E <id>\n`
-    then `<nonce> END\n` after the last. rc 124/137 from `timeout` mark a timed-out probe.
+        `<nonce> B <id>\\n` stdout `\\n<nonce> O <id> <rc> <ms>\\n` stderr `\\n<nonce> E <id>\\n`
+    or, for a probe that was not started, one line `<nonce> N <id> <why> [tool] [share ms]`;
+    then `<nonce> END\\n` after the last. rc 124/137 from `timeout` mark a timed-out probe.
     """
     nonce = nonce or secrets.token_hex(12)
+    budget = "" if budget_s is None else str(max(0, round(budget_s * 1000)))
+    # Every host of a fan-out with the same profile runs the same batch: its text is made once.
+    template = _template(tuple(probes), default_timeout_s, user, tuple(sorted(FOREACH.items())))
+    return template.replace(_NONCE, nonce).replace(_BUDGET, budget), nonce
+
+
+#: Placeholders of the template: NUL never occurs in a probe's command, so nothing else is replaced.
+_NONCE, _BUDGET = "\0nonce\0", "\0budget\0"
+
+
+@lru_cache(maxsize=64)
+def _template(
+    probes: tuple[Probe, ...], default_timeout_s: float, user: str, foreach: tuple[tuple[str, str], ...]
+) -> str:
+    """build_script's text with _NONCE and _BUDGET in place of the run's nonce and budget."""
+    sources = dict(foreach)
     env = _Env(user=user, timeout_s=default_timeout_s)
-    ordered = _order(list(probes))
+    ordered, tools = _schedule(list(probes))
     needed = {n for p in ordered for n in p.needs}
-    # Background probes start first so they overlap the serial vendor-tool calls.
-    ordered = [p for p in ordered if p.background] + [p for p in ordered if not p.background]
-    lines = [_RUNTIME.replace("@N@", nonce)]
+    lines = [_RUNTIME.replace("@N@", _NONCE).replace("@BUDGET@", _BUDGET), "_main() {"]
     if any(p.as_user for p in ordered):
         lines.append("_ME=$(id -un 2>/dev/null); _UID=$(id -u 2>/dev/null)")
+    loop_tools = list(dict.fromkeys(tools[p.id] for p in ordered if p.foreach is not None))
+    current = None
     for probe in ordered:
         limit_ms = _limit_ms(probe.timeout_s or env.timeout_s)
         words = _words(probe, env)
+        tool = tools[probe.id] or "-"
         if probe.background:
             # Frames of background probes go to files, printed after `wait`, so they never interleave.
-            lines.append(f'_p {probe.id} {limit_ms} {words} >"$_T/{probe.id}.frame" & _B="$_B $!"')
+            lines.append(f'_p {probe.id} {tool} {limit_ms} {words} >"$_T/{probe.id}.frame" & _B="$_B $!"')
         elif probe.foreach is None:
-            lines.append(f"{'_q' if probe.id in needed else '_p'} {probe.id} {limit_ms} {words}")
+            lines.append(f"{'_q' if probe.id in needed else '_p'} {probe.id} {tool} {limit_ms} {words}")
         else:
+            if tools[probe.id] != current:
+                # This tool's loops may use an equal share of the budget the loops still to come leave.
+                current = tools[probe.id]
+                lines.append(f"_share {len(loop_tools) - loop_tools.index(current)}")
             # Keys come from the node, once per source; only [A-Za-z0-9 ] keys pass, so they cannot
-            # inject into ids or argv.
+            # inject into ids or argv. A loop whose tool is out is one N frame, not one per device.
             keys = f'"$_T/keys.{probe.foreach}"'
             lines.append(
-                f"[ -f {keys} ] || {{ {FOREACH[probe.foreach]}; }} >{keys} 2>/dev/null\n"
+                f"if _ok {probe.id} {tool}; then\n"
+                f"[ -f {keys} ] || {{ {sources[probe.foreach]}; }} >{keys} 2>/dev/null\n"
                 f"while read -r _k; do case $_k in ''|*[!A-Za-z0-9\\ ]*) continue ;; esac; set -- $_k; _j=; "
-                f'for _w in $_k; do _j="$_j.$_w"; done; _p "{probe.id}$_j" {limit_ms} {words}; done <{keys}'
+                f'for _w in $_k; do _j="$_j.$_w"; done; _p "{probe.id}$_j" {tool} {limit_ms} {words}; '
+                f"done <{keys}; fi"
             )
     if any(p.background for p in ordered):
         # Not a bare `wait`: the watchdog runs until the script ends.
         lines.append('for _b in $_B; do wait "$_b"; done')
         lines.append('for _f in "$_T"/*.frame; do [ -f "$_f" ] && cat "$_f"; done')
-    lines.append(f"printf '%s END\\n' {nonce}")
-    return "\n".join(lines) + "\n", nonce
+    lines.append(f"printf '%s END\\n' {_NONCE}; _fin")
+    lines.append("}\n_main | cat | _co")
+    return "\n".join(lines) + "\n"
 
 
 def _limit_ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
+
+
+def probe_tools(probes: Iterable[Probe]) -> dict[str, str]:
+    """probe id -> the tool whose hang skips it ("" for none). A snippet that calls the program of
+    another probe of the batch (`hccn_tool` in the gateway ping) goes with that program."""
+    probes = list(probes)
+    programs = sorted({p.program_tool for p in probes if p.program_tool}, key=len, reverse=True)
+    found = {}
+    for p in probes:
+        tool = p.program_tool
+        if not tool and p.tool is None and p.shell is not None:
+            calls = (t for t in programs if re.search(rf"(?<![\w./-]){re.escape(t)}(?![\w.-])", p.shell))
+            tool = next(calls, "")
+        found[p.id] = tool
+    return found
+
+
+def batch_order(probes: Iterable[Probe]) -> list[Probe]:
+    """The order build_script runs `probes` in (background ones first, started concurrently)."""
+    return _schedule(list(probes))[0]
+
+
+def _schedule(probes: list[Probe]) -> tuple[list[Probe], dict[str, str]]:
+    """The batch order (see build_script) and each probe's tool."""
+    tools = probe_tools(probes)
+    ordered = _order(probes)
+    single = [p for p in ordered if not p.background and p.foreach is None]
+    loops = [p for p in ordered if p.foreach is not None]
+    loop_tools = list(dict.fromkeys(tools[p.id] for p in loops))
+    plan = (
+        [p for p in ordered if p.background]
+        + [p for p in single if not tools[p.id]]
+        + [p for p in single if tools[p.id]]
+        + [p for t in loop_tools for p in loops if tools[p.id] == t]
+    )
+    # Again in dependency order (stable): a probe stays after what it needs whatever its class.
+    return _order(plan), tools
 
 
 def _order(probes: list[Probe]) -> list[Probe]:
@@ -262,12 +410,13 @@ class ProbeStream:
     Only lines that start with the run's nonce are markers, and the nonce is random per run, so a
     probe printing marker-like text (even `END`) is read as data. `complete` turns True at the END
     marker. `finish()` turns a frame cut off by the host deadline into a timed-out result that keeps
-    the output that had arrived.
+    the output that had arrived. `host_deadline_s` only words the reason of probes not run for it.
     """
 
     nonce: str
     probes: dict[str, Probe]
     default_timeout_s: float = 10.0
+    host_deadline_s: float | None = None
     results: dict[str, ProbeResult] = field(default_factory=dict)
     complete: bool = False
     garbage: bytearray = field(default_factory=bytearray)
@@ -276,6 +425,11 @@ class ProbeStream:
     _out: bytes | None = None  # its stdout, once the O marker arrived
     _rc_ms: tuple[int, int] = (0, 0)
     _scan: int = 0  # where the next marker search starts (output seen so far)
+    _marks: tuple[bytes, bytes] = (b"", b"")  # the open frame's O and E markers
+
+    def __post_init__(self) -> None:
+        n = self.nonce.encode()
+        self._end, self._begin, self._skipped = n + b" END", n + b" B ", n + b" N "
 
     def feed(self, data: bytes) -> None:
         self._buf += data
@@ -286,23 +440,25 @@ class ProbeStream:
         return f"\n{self.nonce} {kind} {instance}".encode()
 
     def _step(self) -> bool:
-        n = self.nonce.encode()
         if self._open is None:
             nl = self._buf.find(b"\n")
             if nl < 0:
                 return False
             line = bytes(self._buf[:nl])
             del self._buf[: nl + 1]
-            if line == n + b" END":
+            if line == self._end:
                 self.complete = True
                 return False
-            if line.startswith(n + b" B "):
-                self._open = line[len(n) + 3 :].decode("ascii", "replace")
+            if line.startswith(self._begin):
+                self._open = line[len(self._begin) :].decode("ascii", "replace")
+                self._marks = (self._marker("O", self._open) + b" ", self._marker("E", self._open) + b"\n")
+            elif line.startswith(self._skipped):
+                self._not_run(line[len(self._skipped) :].decode("ascii", "replace").split())
             else:
                 self.garbage += line + b"\n"  # a login banner or shell noise: not ours
             return True
         if self._out is None:
-            mark = self._marker("O", self._open) + b" "
+            mark = self._marks[0]
             at = self._buf.find(mark, self._scan)
             if at < 0:
                 self._scan = max(0, len(self._buf) - len(mark))
@@ -315,7 +471,7 @@ class ProbeStream:
             del self._buf[: nl + 1]
             self._scan = 0
             return True
-        mark = self._marker("E", self._open) + b"\n"
+        mark = self._marks[1]
         at = self._buf.find(mark, self._scan)
         if at < 0:
             self._scan = max(0, len(self._buf) - len(mark))
@@ -325,6 +481,24 @@ class ProbeStream:
         self._store(self._open, self._out, err, *self._rc_ms)
         self._open, self._out, self._scan = None, None, 0
         return True
+
+    def _not_run(self, words: list[str]) -> None:
+        """An N frame: `<id> tool TOOL`, `<id> deadline` or `<id> budget TOOL SHARE_MS`."""
+        if not words:
+            return
+        instance, why, args = words[0], words[1] if len(words) > 1 else "", words[2:]
+        if why == "tool" and args:
+            reason = f"`{args[0]}` timed out earlier in this batch"
+        elif why == "budget" and len(args) >= 2 and args[1].isdigit():
+            reason = (
+                f"the per-device calls of `{args[0]}` used up their share of the host deadline "
+                f"({int(args[1]) / 1000:g} s)"
+            )
+        else:
+            reason = deadline_reason(self.host_deadline_s)
+        base, _, key = instance.partition(".")
+        probe = self.probes.get(base)
+        self.results[instance] = not_run_result(probe, key, reason, self.default_timeout_s, instance)
 
     def _store(self, instance: str, out: bytes, err: bytes, rc: int, ms: int, *, cut: bool = False) -> None:
         base, _, key = instance.partition(".")
@@ -353,6 +527,20 @@ class ProbeStream:
         self._open, self._out = None, None
 
 
+def deadline_reason(host_deadline_s: float | None) -> str:
+    """Why a probe was not started when the batch ran out of time."""
+    return "host deadline" + (f" of {host_deadline_s:g} s" if host_deadline_s else "")
+
+
+def not_run_result(
+    probe: Probe | None, key: str, reason: str, default_timeout_s: float = 10.0, instance: str = ""
+) -> ProbeResult:
+    """The result of a probe (or one device's instance, `key`) that was never started."""
+    command = (probe.command_for(key) if key else probe.command) if probe else instance
+    limit = (probe.timeout_s if probe else None) or default_timeout_s
+    return ProbeResult(command=command, rc=-1, timeout_s=limit, not_run=reason)
+
+
 def parse_stream(
     data: bytes, nonce: str, probes: Iterable[Probe], *, default_timeout_s: float = 10.0
 ) -> ProbeStream:
@@ -362,5 +550,16 @@ def parse_stream(
     return stream
 
 
-def new_stream(nonce: str, probes: Iterable[Probe], *, default_timeout_s: float = 10.0) -> ProbeStream:
-    return ProbeStream(nonce=nonce, probes={p.id: p for p in probes}, default_timeout_s=default_timeout_s)
+def new_stream(
+    nonce: str,
+    probes: Iterable[Probe],
+    *,
+    default_timeout_s: float = 10.0,
+    host_deadline_s: float | None = None,
+) -> ProbeStream:
+    return ProbeStream(
+        nonce=nonce,
+        probes={p.id: p for p in probes},
+        default_timeout_s=default_timeout_s,
+        host_deadline_s=host_deadline_s,
+    )

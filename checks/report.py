@@ -84,12 +84,14 @@ class Report(_Model):
 
 def exit_code(report: Report) -> int:
     """0 all pass (warnings allowed), 1 a check failed or errored, 3 a host unreachable and none failed."""
+    from ascend_ready.errors import ExitCode
+
     counts = report.counts
     if counts["fail"] or counts["error"]:
-        return 1
+        return ExitCode.FAILED
     if report.unreachable:
-        return 3
-    return 0
+        return ExitCode.UNREACHABLE
+    return ExitCode.OK
 
 
 def report_json_schema() -> dict:
@@ -172,13 +174,18 @@ def render_table(report: Report, console, *, verbose: bool = False) -> None:
 
 
 def render_junit(report: Report) -> str:
-    """JUnit XML: one testsuite per host, one testcase per check (warn as a passing case with system-out)."""
+    """JUnit XML: one testsuite per host, one testcase per check (warn as a passing case with system-out).
+
+    An unreachable host is one `host.reachable` testcase with an error; every count (root and suite)
+    is the number of testcase elements it describes, as junitparser and CI servers count them."""
+    counts = report.counts
     root = ET.Element(
         "testsuites",
         name="ascend-check",
-        tests=str(len(report.results)),
-        failures=str(report.counts["fail"]),
-        errors=str(report.counts["error"] + len(report.unreachable)),
+        tests=str(len(report.results) + len(report.unreachable)),
+        failures=str(counts["fail"]),
+        errors=str(counts["error"] + len(report.unreachable)),
+        skipped=str(counts["skip"]),
         time=f"{report.duration_s:.3f}",
     )
     by_host: dict[str, list[CheckResult]] = {h.name: [] for h in report.hosts}
@@ -191,7 +198,7 @@ def render_junit(report: Report) -> str:
             root,
             "testsuite",
             name=host.name,
-            tests=str(len(results) or 1),
+            tests=str(len(results) + (not host.reachable)),
             failures=str(c["fail"]),
             errors=str(c["error"] + (not host.reachable)),
             skipped=str(c["skip"]),

@@ -3,11 +3,16 @@
 On-disk layout (`ascend-check collect -o DIR`, read back by `ascend-check --snapshot DIR`):
 
     DIR/manifest.json              Snapshot without the outputs: schema_version, created_at, tool
-                                   version, and per host: address, groups, vars, reachable, error,
+                                   version, the tier/select/skip it was collected for, and per host:
+                                   address, groups, vars, the resolved profile, reachable, error,
                                    and per probe: command, rc, duration_s, timed_out, timeout_s
+                                   (and not_run, for a probe that was never started)
     DIR/<host>/<probe>.out         the probe's stdout, byte for byte
     DIR/<host>/<probe>.err         its stderr (only when non-empty)
     DIR/<host>/<probe>.meta.json   command, rc, duration_s, timed_out, timeout_s (also in manifest)
+
+Fields added since schema_version 1 first shipped (`not_run`, `profile`, `tier`, `select`, `skip`) are
+optional, so snapshots written before them still load.
 
 Per-device probes are named `<probe>.<key>` (e.g. `hccn-link.3`, `npu-smi-health.0.0`).
 """
@@ -18,9 +23,11 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ascend_ready.checks.profile import HardwareProfile
 from ascend_ready.errors import ConfigError
 
 __all__ = [
@@ -50,6 +57,11 @@ class ProbeResult(_Model):
     duration_s: float = 0.0
     timed_out: bool = Field(False, description="stopped by its own time limit or by the host deadline")
     timeout_s: float | None = Field(None, description="the time limit it ran under")
+    not_run: str | None = Field(
+        None,
+        description="why the probe was never started (e.g. 'host deadline of 60 s', '`hccn_tool` timed "
+        "out earlier in this batch'); null when it ran. Its checks report an error naming the command",
+    )
 
 
 class HostSnapshot(_Model):
@@ -59,6 +71,12 @@ class HostSnapshot(_Model):
     address: str | None = None
     groups: list[str] = Field(default_factory=list)
     vars: dict[str, str] = Field(default_factory=dict, description="inventory variables that affect checks")
+    profile: HardwareProfile | None = Field(
+        None,
+        description="the hardware profile the host was collected for, as resolved then (inventory, "
+        "--profile, group overrides, training user and interpreter); judging uses it unless told "
+        "otherwise. Absent in snapshots of older versions: then it is resolved from vars",
+    )
     reachable: bool = True
     error: str | None = Field(None, description="why the host could not be reached or the batch failed")
     collect_s: float = 0.0
@@ -69,6 +87,15 @@ class Snapshot(_Model):
     schema_version: int = SNAPSHOT_SCHEMA_VERSION
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     tool_version: str = ""
+    tier: Literal["quick", "full"] | None = Field(
+        None, description="--tier the snapshot was collected for (judging defaults to it)"
+    )
+    select: list[str] | None = Field(
+        None, description="--select globs it was collected for (judging defaults to them)"
+    )
+    skip: list[str] | None = Field(
+        None, description="--skip globs it was collected for (judging defaults to them)"
+    )
     hosts: dict[str, HostSnapshot] = Field(default_factory=dict)
 
 
@@ -91,7 +118,9 @@ def save_snapshot(snap: Snapshot, directory: Path) -> None:
         hdir.mkdir(exist_ok=True)
         for probe_id, result in host.probes.items():
             _safe(probe_id, "probe")
-            meta = result.model_dump(mode="json", exclude={"stdout", "stderr"})
+            # not_run only where set: a probe that ran has the same meta.json as before the field.
+            drop = {"stdout", "stderr"} | (set() if result.not_run else {"not_run"})
+            meta = result.model_dump(mode="json", exclude=drop)
             (hdir / f"{probe_id}.out").write_text(result.stdout)
             if result.stderr:
                 (hdir / f"{probe_id}.err").write_text(result.stderr)

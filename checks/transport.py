@@ -2,26 +2,41 @@
 
 SSH honours ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump), verifies host keys against
 known_hosts (trust-on-first-use only when asked), and never lets one slow or dead host hold up the run.
+A host that cannot be reached raises HostUnreachable inside; a fan-out records it in the host's
+snapshot and goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import getpass
+import importlib
+import importlib.util
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ascend_ready.checks.probes import Probe, ProbeStream, build_script, new_stream
-from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult
+from ascend_ready.checks.probes import (
+    Probe,
+    ProbeStream,
+    batch_order,
+    build_script,
+    deadline_reason,
+    new_stream,
+    not_run_result,
+)
+from ascend_ready.checks.snapshot import HostSnapshot
+from ascend_ready.errors import HostUnreachable
 
-__all__ = ["LOCAL", "FanoutOptions", "Target", "collect", "collect_host"]
+__all__ = ["LOCAL", "FanoutOptions", "Target", "collect", "collect_host", "ssh_client"]
 
 #: Target.address of the node ascend-check itself runs on (no SSH).
 LOCAL = "local"
@@ -53,8 +68,14 @@ class FanoutOptions:
     host_deadline_s: float = 60.0
     connect_timeout_s: float = 10.0
     trust_on_first_use: bool = False
+    #: --known-hosts: beats a host's own UserKnownHostsFile (inventory or ssh_config), see _connect
     known_hosts_file: str | None = None
     ssh_config_file: str | None = None
+
+
+#: Seconds of the host deadline kept for the batch's last output to arrive: the batch starts no
+#: probe later than this before the deadline.
+_DEADLINE_MARGIN_S = 1.0
 
 
 def collect(
@@ -67,44 +88,80 @@ def collect(
     """Run every target's batch with bounded concurrency; `plan(target)` gives (probes, training user).
 
     Results come back in target order; `progress` is called as each host finishes. `while_waiting` runs
-    in the calling thread once every host has started (the hosts mostly wait on their nodes).
+    in the calling thread once the first hosts have sent their batch (then they mostly wait on their
+    nodes; before, its CPU would only slow their connecting down).
     """
+    first_wave = min(max(1, options.concurrency), len(targets))
+    started = threading.Semaphore(0)
 
     def one(target: Target) -> HostSnapshot:
-        probes, user = plan(target)
-        snap = collect_host(target, probes, options, user=user)
+        once = []
+
+        def sent() -> None:
+            if not once:
+                once.append(True)
+                started.release()
+
+        try:
+            probes, user = plan(target)
+            snap = collect_host(target, probes, options, user=user, sent=sent)
+        finally:
+            sent()  # also when it failed before sending
         if progress is not None:
             progress(snap)
         return snap
 
     if not targets:
         return []
-    with ThreadPoolExecutor(max_workers=max(1, min(options.concurrency, len(targets)))) as pool:
+    if not all(t.is_local for t in targets):
+        _import_paramiko()  # here, not in 32 threads at once
+    with ThreadPoolExecutor(max_workers=first_wave) as pool:
         futures = [pool.submit(one, t) for t in targets]
         if while_waiting is not None:
+            give_up = time.monotonic() + options.connect_timeout_s
+            for _ in range(first_wave):
+                if not started.acquire(timeout=max(0.0, give_up - time.monotonic())):
+                    break
             while_waiting()
         return [f.result() for f in futures]
 
 
 def collect_host(
-    target: Target, probes: Sequence[Probe], options: FanoutOptions, *, user: str = "root"
+    target: Target,
+    probes: Sequence[Probe],
+    options: FanoutOptions,
+    *,
+    user: str = "root",
+    sent: Callable[[], object] | None = None,
 ) -> HostSnapshot:
-    """One host's snapshot. Never raises for the host's faults: they land in `.reachable`/`.error`."""
+    """One host's snapshot. Never raises for the host's faults: they land in `.reachable`/`.error`.
+    `sent` is called once the batch is on its way to the node."""
     started = time.monotonic()
-    script, nonce = build_script(probes, default_timeout_s=options.probe_timeout_s, user=user)
-    stream = new_stream(nonce, probes, default_timeout_s=options.probe_timeout_s)
+    deadline = started + options.host_deadline_s
+
+    def script_now() -> tuple[str, str]:
+        # Built once connected, so the batch's budget is what the connection left of the deadline.
+        budget = max(0.0, deadline - time.monotonic() - _DEADLINE_MARGIN_S)
+        script = build_script(probes, default_timeout_s=options.probe_timeout_s, user=user, budget_s=budget)
+        if sent is not None:
+            sent()
+        return script
+
     snap = HostSnapshot(
         name=target.name, address=target.address, groups=list(target.groups), vars=dict(target.vars)
     )
-    deadline = started + options.host_deadline_s
+    stream: ProbeStream | None = None
     try:
         if target.is_local:
-            _run_local(script, stream, deadline)
+            stream = _run_local(script_now, probes, deadline, options)
         else:
-            _run_ssh(target, script, stream, deadline, options)
-    except _Unreachable as exc:
+            stream = _run_ssh(target, script_now, probes, deadline, options)
+    except HostUnreachable as exc:
         snap.reachable = False
-        snap.error = str(exc)
+        snap.error = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
+    if stream is None:
+        snap.collect_s = round(time.monotonic() - started, 3)
+        return snap
     if snap.reachable and not stream.complete:
         snap.error = snap.error or (
             f"the probe batch did not finish within the host deadline of {options.host_deadline_s:g} s"
@@ -112,27 +169,40 @@ def collect_host(
         stream.finish(snap.error)
     snap.probes = dict(stream.results)
     if snap.reachable and not stream.complete:
-        _mark_missing(snap, probes, snap.error)
+        _mark_missing(snap, probes, deadline_reason(options.host_deadline_s), options.probe_timeout_s)
     snap.collect_s = round(time.monotonic() - started, 3)
     return snap
 
 
-def _mark_missing(snap: HostSnapshot, probes: Sequence[Probe], why: str) -> None:
-    """Probes that never reported get a timed-out result, so their checks fail naming the command."""
-    for probe in probes:
-        if probe.foreach is not None and any(k.startswith(probe.id + ".") for k in snap.probes):
+def _mark_missing(snap: HostSnapshot, probes: Sequence[Probe], why: str, default_timeout_s: float) -> None:
+    """Probes that never reported are not run (`why`), so their checks error naming the command. The
+    per-device loop that was running when the batch was cut also gets its base entry: which of its
+    devices did not report is unknown. (A loop before the last probe that reported had finished.)"""
+    order = [p for p in batch_order(probes) if not p.background]
+    reported = {pid.partition(".")[0] for pid in snap.probes}
+    last = max((i for i, p in enumerate(order) if p.id in reported), default=-1)
+    for i, probe in enumerate(order[max(last, 0) :], start=max(last, 0)):
+        if probe.id in snap.probes:
             continue
-        if probe.id not in snap.probes:
-            snap.probes[probe.id] = ProbeResult(
-                command=probe.command, rc=-1, stderr=why, timed_out=True, timeout_s=probe.timeout_s
-            )
+        cut = i == last and probe.foreach is not None
+        reason = why + (" (the batch was cut during this per-device loop)" if cut else "")
+        snap.probes[probe.id] = not_run_result(probe, "", reason, default_timeout_s)
+    for probe in probes:
+        if probe.background and probe.id not in snap.probes:
+            reason = f"{why} (it runs beside the batch and reports at its end)"
+            snap.probes[probe.id] = not_run_result(probe, "", reason, default_timeout_s)
 
 
-class _Unreachable(Exception):
-    pass
-
-
-def _run_local(script: str, stream: ProbeStream, deadline: float) -> None:
+def _run_local(
+    script_now: Callable[[], tuple[str, str]],
+    probes: Sequence[Probe],
+    deadline: float,
+    options: FanoutOptions,
+) -> ProbeStream:
+    script, nonce = script_now()
+    stream = new_stream(
+        nonce, probes, default_timeout_s=options.probe_timeout_s, host_deadline_s=options.host_deadline_s
+    )
     proc = subprocess.Popen(
         ["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -145,6 +215,7 @@ def _run_local(script: str, stream: ProbeStream, deadline: float) -> None:
         _kill_tree(proc.pid)
         out, _ = proc.communicate()
     stream.feed(out)
+    return stream
 
 
 def _kill_tree(pid: int) -> None:
@@ -162,6 +233,31 @@ def _kill_tree(pid: int) -> None:
 
 
 # ---------------------------------------------------------------- SSH
+
+
+class _Deferred(types.ModuleType):
+    """Stands in for a module until something reads one of its attributes; then the real module is
+    imported (and takes its place in sys.modules) and answers. importlib's LazyLoader cannot do this
+    here: the import statement itself reads the module's __spec__ and so loads it at once."""
+
+    def __getattr__(self, name: str):
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), name)
+
+
+def _import_paramiko():
+    """paramiko, without importing `invoke` (a third of paramiko's import time), which paramiko uses
+    only to run an ssh_config `Match exec` command: it is imported when such a line is evaluated."""
+    if "paramiko" not in sys.modules and "invoke" not in sys.modules:
+        spec = importlib.util.find_spec("invoke")
+        if spec is not None:
+            stub = _Deferred("invoke")
+            stub.__spec__ = spec
+            sys.modules["invoke"] = stub
+    import paramiko
+
+    return paramiko
 
 _known_hosts_lock = threading.Lock()
 _parsed_lock = threading.Lock()
@@ -185,7 +281,7 @@ def _parsed_file(kind: str, path: Path, parse: Callable[[Path], object], empty: 
 
 
 def _ssh_config(options: FanoutOptions):
-    import paramiko
+    paramiko = _import_paramiko()
 
     def parse(path: Path):
         config = paramiko.SSHConfig()
@@ -232,12 +328,54 @@ class _TrustOnFirstUse:
                 fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
 
 
+_transport_class = None
+
+
+def _fast_transport():
+    """paramiko's Transport preferring AES-GCM: an AEAD cipher needs no separate MAC, and paramiko
+    checks a MAC byte by byte in Python, which was most of the controller's CPU per SSH packet. The
+    other ciphers stay as fallbacks for an sshd without GCM (OpenSSH < 6.2)."""
+    global _transport_class
+    if _transport_class is None:
+        import paramiko
+
+        gcm = tuple(c for c in paramiko.Transport._preferred_ciphers if "gcm" in c)
+
+        class _Transport(paramiko.Transport):
+            _preferred_ciphers = gcm + tuple(c for c in paramiko.Transport._preferred_ciphers if c not in gcm)
+
+        _transport_class = _Transport
+    return _transport_class
+
+
+def _identities(paths: Sequence[str]) -> tuple[object | None, list[str]]:
+    """(the first identity file's key, loaded once per file version for the whole fan-out; the other
+    files, for paramiko to try after it). A key that cannot be loaded here (a passphrase, a format
+    this paramiko lacks) stays a path, so paramiko reports it or falls back to the agent as before."""
+    import paramiko
+
+    def load(path: Path):
+        try:
+            return paramiko.PKey.from_path(str(path))
+        except (paramiko.SSHException, OSError, ValueError):
+            return None
+
+    first, rest = None, []
+    for path in paths:
+        key = _parsed_file("identity", Path(path), load, lambda: None) if first is None else None
+        if key is not None:
+            first = key
+        else:
+            rest.append(path)
+    return first, rest
+
+
 def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int = 0):
     """An authenticated paramiko client to `target`, through its ProxyJump hops if any."""
     import paramiko
 
     if hops > 8:
-        raise _Unreachable(f"{target.name}: ProxyJump chain longer than 8 hops (a loop?)")
+        raise HostUnreachable(f"{target.name}: ProxyJump chain longer than 8 hops (a loop?)")
     cfg = _ssh_config(options).lookup(target.address or target.name)
     hostname = cfg.get("hostname", target.address or target.name)
     port = target.port or int(cfg.get("port", 22))
@@ -246,7 +384,9 @@ def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int 
         [target.key_file] if target.key_file else [os.path.expanduser(k) for k in cfg.get("identityfile", [])]
     )
     jump = target.proxy_jump or cfg.get("proxyjump")
-    known = target.known_hosts_file or options.known_hosts_file
+    # --known-hosts beats the host's own UserKnownHostsFile (inventory or ssh_config), as `ssh -o`
+    # beats a config file: a flag typed for this run is the user's latest word (checks/README.md).
+    known = options.known_hosts_file or target.known_hosts_file or _config_known_hosts(cfg)
     where = f"{user}@{hostname}:{port}"
 
     sock = None
@@ -265,12 +405,12 @@ def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int 
             )
         except (paramiko.SSHException, OSError) as exc:
             jump_client.close()
-            raise _Unreachable(f"cannot reach {where} through ProxyJump {first.strip()}: {exc}") from None
+            raise HostUnreachable(f"cannot reach {where} through ProxyJump {first.strip()}: {exc}") from None
 
     client = paramiko.SSHClient()
     known_path = Path(os.path.expanduser(known)) if known else Path.home() / ".ssh" / "known_hosts"
     # Only this host's entries, as paramiko would find them in the user's known_hosts and then the
-    # inventory's (where both know a key type, the user's file wins, as in paramiko's own lookup).
+    # chosen file (where both know a key type, the user's file wins, as in paramiko's own lookup).
     hostkey_name = hostname if port == 22 else f"[{hostname}]:{port}"
     sources = [known_path] if known else []
     sources.append(Path.home() / ".ssh" / "known_hosts")
@@ -280,32 +420,51 @@ def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int 
     client.set_missing_host_key_policy(
         _TrustOnFirstUse(known_path) if options.trust_on_first_use else paramiko.RejectPolicy()
     )
+    pkey, key_files = _identities(keys)
     timeout = _left(deadline, options.connect_timeout_s)
+    started = time.monotonic()
     try:
         client.connect(
             hostname,
             port=port,
             username=user,
-            key_filename=keys or None,
+            pkey=pkey,
+            key_filename=key_files or None,
             sock=sock,
             timeout=timeout,
             banner_timeout=timeout,
             auth_timeout=timeout,
             look_for_keys=not keys,
             allow_agent=True,
+            transport_factory=_fast_transport(),
         )
     except paramiko.BadHostKeyException as exc:
-        raise _Unreachable(
-            f"{where}: host key does not match known_hosts ({exc}); refusing to connect "
-            "(hint: if the host was reinstalled, remove its old key with ssh-keygen -R)"
+        _close(client, jump_client)
+        raise HostUnreachable(
+            f"{where}: host key does not match known_hosts ({exc}); refusing to connect",
+            hint="if the host was reinstalled, remove its old key with ssh-keygen -R",
         ) from None
     except paramiko.SSHException as exc:
+        transport = client.get_transport()
+        _close(client, jump_client)
+        if (transport is None or transport.session_id is None) and (
+            time.monotonic() - started >= 0.9 * timeout or "banner" in str(exc)
+        ):
+            # TCP was accepted but the SSH handshake never finished (a stopped or overloaded sshd):
+            # paramiko then fails later with "No existing session", which says nothing useful.
+            raise HostUnreachable(
+                f"SSH handshake with {where} timed out after {timeout:.3g} s",
+                hint="the node accepts TCP connections but its sshd does not answer: check sshd on the "
+                "node (systemctl status sshd, its load), or raise --connect-timeout",
+            ) from None
         msg = str(exc)
+        hint = None
         if "not found in known_hosts" in msg:
-            msg += " (hint: add it with ssh-keyscan, or pass --trust-on-first-use)"
-        raise _Unreachable(f"{where}: {msg}") from None
+            hint = "add it with ssh-keyscan, or pass --trust-on-first-use"
+        raise HostUnreachable(f"{where}: {msg}", hint=hint) from None
     except (OSError, EOFError) as exc:
-        raise _Unreachable(
+        _close(client, jump_client)
+        raise HostUnreachable(
             f"{where}: {exc.strerror or exc}" if isinstance(exc, OSError) else f"{where}: {exc}"
         ) from None
     if jump_client is not None:
@@ -313,16 +472,37 @@ def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int 
     return client
 
 
+def _config_known_hosts(cfg) -> str | None:
+    """The first UserKnownHostsFile of the host's ssh_config entry (`none` counts as unset)."""
+    files = cfg.get("userknownhostsfile")
+    first = (files.split() or [None])[0] if isinstance(files, str) else None
+    return None if first in (None, "none", "/dev/null") else first
+
+
+def _close(client, jump_client) -> None:
+    client.close()
+    if jump_client is not None:
+        jump_client.close()
+
+
 def _left(deadline: float, cap: float) -> float:
     return max(0.1, min(cap, deadline - time.monotonic()))
 
 
 def _run_ssh(
-    target: Target, script: str, stream: ProbeStream, deadline: float, options: FanoutOptions
-) -> None:
+    target: Target,
+    script_now: Callable[[], tuple[str, str]],
+    probes: Sequence[Probe],
+    deadline: float,
+    options: FanoutOptions,
+) -> ProbeStream:
     import paramiko
 
     client = _connect(target, options, deadline)
+    script, nonce = script_now()
+    stream = new_stream(
+        nonce, probes, default_timeout_s=options.probe_timeout_s, host_deadline_s=options.host_deadline_s
+    )
     try:
         chan = client.get_transport().open_session(timeout=_left(deadline, options.connect_timeout_s))
         chan.exec_command("/bin/sh -s")
@@ -334,7 +514,7 @@ def _run_ssh(
                 break
             chan.settimeout(min(left, 1.0))
             try:
-                data = chan.recv(65536)
+                data = chan.recv(1 << 20)
             except TimeoutError:
                 continue
             except socket.timeout:  # noqa: UP041 - paramiko raises the socket alias on old Pythons
@@ -345,9 +525,20 @@ def _run_ssh(
         chan.close()
     except (paramiko.SSHException, OSError, EOFError) as exc:
         if not stream.results:
-            raise _Unreachable(f"{target.name}: connection lost: {exc}") from None
+            raise HostUnreachable(f"{target.name}: connection lost: {exc}") from None
     finally:
-        jump = getattr(client, "_ascend_jump", None)
-        client.close()
-        if jump is not None:
-            jump.close()
+        _close(client, getattr(client, "_ascend_jump", None))
+    return stream
+
+
+@contextlib.contextmanager
+def ssh_client(target: Target, options: FanoutOptions):
+    """An authenticated paramiko client to `target`, made as the probe batches make theirs (ssh_config,
+    known_hosts, ProxyJump), for callers that run their own long commands or SFTP on it (ascend-train's
+    multi-node launch). HostUnreachable when it cannot connect within options.connect_timeout_s; closed,
+    with its ProxyJump hops, when the block ends."""
+    client = _connect(target, options, time.monotonic() + options.connect_timeout_s)
+    try:
+        yield client
+    finally:
+        _close(client, getattr(client, "_ascend_jump", None))

@@ -1,17 +1,33 @@
 """The one exception hierarchy of ascend-ready.
 
-Library code raises these; only the CLIs turn them into messages and exit codes. Every error
-carries a `hint`: what the user should do next.
+Library code raises these; only the CLI guard (`ascend_ready.cli_guard`) turns them into messages
+and exit codes, and each class carries its exit code. Every error carries a `hint`: what to do next.
 """
 
 from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The exit codes every ascend-ready CLI documents (each error class names its own)."""
+
+    OK = 0
+    #: a check failed or could not be judged, an output could not be parsed, training stopped
+    FAILED = 1
+    #: usage or configuration error (click's own usage errors exit 2 as well)
+    USAGE = 2
+    #: a host could not be reached and nothing failed
+    UNREACHABLE = 3
+    #: interrupted (Ctrl-C): 128 + SIGINT, as a shell reports it
+    INTERRUPTED = 130
 
 
 class AscendReadyError(Exception):
     """Base of every error this package raises on purpose."""
 
-    #: exit code a CLI uses for this error (2: usage/config, 1: a check/parse failed, 3: unreachable)
-    exit_code = 2
+    #: exit code a CLI uses for this error
+    exit_code: ExitCode = ExitCode.USAGE
 
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)
@@ -41,7 +57,7 @@ class PrivilegeError(ConfigError):
 class ParseError(AscendReadyError):
     """Vendor-tool output could not be read. Always names the line that broke."""
 
-    exit_code = 1
+    exit_code = ExitCode.FAILED
 
     def __init__(self, kind: str, reason: str, *, line_no: int | None = None, line: str | None = None,
                  hint: str | None = None):
@@ -62,20 +78,21 @@ class SimError(AscendReadyError):
 class RemoteError(AscendReadyError):
     """A remote command could not be run (not: it ran and failed)."""
 
-    exit_code = 3
+    exit_code = ExitCode.UNREACHABLE
 
 
 class HostUnreachable(RemoteError):
-    """A host could not be reached or authenticated over SSH."""
+    """A host could not be reached or authenticated over SSH (the transport raises it; a fan-out
+    records it in the host's snapshot instead of stopping the run)."""
 
 
 class CheckFailed(AscendReadyError):
     """One or more preflight checks failed."""
 
-    exit_code = 1
+    exit_code = ExitCode.FAILED
 
 
 class TrainingError(AscendReadyError):
     """A training run could not start or had to stop (NaN loss, OOM, failed preflight...)."""
 
-    exit_code = 1
+    exit_code = ExitCode.FAILED

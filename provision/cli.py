@@ -7,7 +7,6 @@ Exit codes: 0 success (judge: the installed set is valid), 1 judge found compone
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from typing import Any
@@ -16,7 +15,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ascend_ready.errors import AscendReadyError, ConfigError, MatrixError
+from ascend_ready.cli_guard import GuardedGroup
+from ascend_ready.errors import ConfigError, ExitCode, MatrixError
 from ascend_ready.provision.judge import Judgement, judge
 from ascend_ready.provision.matrix import (
     ARCHES,
@@ -36,22 +36,6 @@ def _console() -> Console:
     return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
 
 
-def _errors_to_exit(fn):
-    """Turn library errors into `error:`/`hint:` lines and the error's exit code, never a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except AscendReadyError as exc:
-            click.echo(f"error: {exc.message}", err=True)
-            if exc.hint:
-                click.echo(f"hint: {exc.hint}", err=True)
-            sys.exit(exc.exit_code)
-
-    return wrapper
-
-
 def _matrix(ctx: click.Context) -> Matrix:
     return load_matrix(ctx.obj["matrix_file"])
 
@@ -60,7 +44,7 @@ def _dump(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--matrix", "matrix_file", type=click.Path(dir_okay=False), default=None,
               help="Matrix file to use instead of the packaged provision/matrix.yml.")
 @click.pass_context
@@ -74,7 +58,6 @@ def main(ctx: click.Context, matrix_file: str | None) -> None:
 @click.option("--cann", default=None, help="Show only the stacks of this CANN version.")
 @click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
 @click.pass_context
-@_errors_to_exit
 def show(ctx: click.Context, cann: str | None, fmt: str) -> None:
     """List every validated stack (or the whole matrix as JSON)."""
     m = _matrix(ctx)
@@ -137,6 +120,9 @@ def _print_resolved(r: ResolvedStack) -> None:
         ("HDK drivers accepted", ", ".join(r.hdk_compatible)),
     ]
     rows += [(f"package: {k}", v) for k, v in r.packages.model_dump().items() if v]
+    if r.engine is not None:
+        rows.append((f"engine: {r.engine.engine}", ", ".join(r.engine.rows)))
+        rows += [(f"  with {k}", v) for k, v in r.engine.companions.items()]
     for k, v in rows:
         table.add_row(k, v)
     console = _console()
@@ -148,9 +134,10 @@ def _print_resolved(r: ResolvedStack) -> None:
 @main.command(name="resolve")
 @_pin_options
 @click.option("--arch", type=click.Choice(ARCHES), default=None, help="CPU arch (default aarch64).")
+@click.option("--engine", type=click.Choice(["verl", "vllm-ascend", "mindspeed-rl"]), default=None,
+              help="RL engine whose stated torch/torch_npu/CANN the stack must satisfy.")
 @click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
 @click.pass_context
-@_errors_to_exit
 def resolve_cmd(ctx: click.Context, fmt: str, **pins: str | None) -> None:
     """Pick the full stack (driver, firmware, CANN, torch, torch_npu, Python, packages) for some pins."""
     r = resolve(_matrix(ctx), **pins)
@@ -186,7 +173,6 @@ def _print_judgement(j: Judgement) -> None:
 @click.option("--python", default=None, help="Python MAJOR.MINOR of the environment.")
 @click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
 @click.pass_context
-@_errors_to_exit
 def judge_cmd(ctx: click.Context, fmt: str, **installed: str | None) -> None:
     """Judge an installed set: exit 0 if valid, 1 (listing what is off and what it should be) if not."""
     given = {k: v for k, v in installed.items() if v is not None}
@@ -198,10 +184,21 @@ def judge_cmd(ctx: click.Context, fmt: str, **installed: str | None) -> None:
         _dump(j.model_dump(mode="json"))
     else:
         _print_judgement(j)
-    sys.exit(0 if j.valid else 1)
+    sys.exit(ExitCode.OK if j.valid else ExitCode.FAILED)
 
 
 @main.command()
 def schema() -> None:
     """Print the JSON schema of the matrix file."""
     _dump(matrix_json_schema())
+
+
+def _add_prepare_commands() -> None:
+    """packages, manifest, hccn-devices: preparing a real rack (provision/prepare_cli.py)."""
+    from ascend_ready.provision.prepare_cli import COMMANDS
+
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_add_prepare_commands()

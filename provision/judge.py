@@ -110,6 +110,8 @@ def judge(installed: dict[str, str | None], matrix: Matrix | None = None) -> Jud
     if "firmware" in got:
         _judge_firmware(m, got, product_id, off, unverified)
 
+    _judge_unknown_versions(m, got, findings, off)
+
     if stack is not None:
         if "python" in got and got["python"] not in stack.python:
             off("python", preferred_python(stack.python), f"{stack.id} wheels support Python "
@@ -121,6 +123,56 @@ def judge(installed: dict[str, str | None], matrix: Matrix | None = None) -> Jud
                     f"{stack.manylinux} and need glibc {stack.glibc}, but {os_e.id} has {os_e.glibc}")
     return Judgement(valid=not findings, stack=stack.id if stack and not findings else None,
                      findings=findings, unverified=unverified)
+
+
+def _judge_unknown_versions(m: Matrix, got: dict[str, str], findings: list[Finding], off: Any) -> None:
+    """A version no stack (or, for a driver, no HDK bundle and no CANN's driver list) of the matrix
+    has is never valid, whatever else was given: name the field and the nearest known versions."""
+    known, keys, prefixes = _known_versions(m)
+    listed = {
+        "torch": lambda v: version_key(base_version(v)) in keys["torch"],
+        "torch_npu": lambda v: version_key(v) in keys["torch_npu"],
+        # a driver is known when a bundle ships it or a CANN release's HDK list accepts its prefix
+        "driver": lambda v: version_key(v) in keys["driver"]
+        or any(version_has_prefix(v, p) for p in prefixes),
+        "python": lambda v: v in known["python"],
+    }
+    for component in ("driver", "torch", "torch_npu", "python"):
+        value = got.get(component)
+        if value is None or listed[component](value) or any(f.component == component for f in findings):
+            continue
+        near = _nearest(known[component], base_version(value) if component == "torch" else value)
+        what = "is in no HDK bundle or CANN driver list" if component == "driver" else "is in no stack"
+        off(component, near[-1] if near else None,
+            f"{component} {value} {what} of the matrix (nearest known: {' and '.join(near) or 'none'})")
+
+
+_KNOWN: dict[int, tuple[Matrix, tuple]] = {}
+
+
+def _known_versions(m: Matrix) -> tuple[dict[str, list[str]], dict[str, set], list[str]]:
+    """Per component the versions the matrix has (sorted) and their keys, and the CANN driver
+    prefixes; worked out once per loaded matrix (ascend-check judges one host after another)."""
+    hit = _KNOWN.get(id(m))
+    if hit is None or hit[0] is not m:
+        known = {
+            "torch": sorted({s.torch for s in m.stacks}, key=version_key),
+            "torch_npu": sorted({s.torch_npu for s in m.stacks}, key=version_key),
+            "driver": sorted({p.driver for h in m.hdk for p in h.products.values()}, key=version_key),
+            "python": sorted({v for s in m.stacks for v in s.python}, key=version_key),
+        }
+        keys = {k: {version_key(v) for v in vs} for k, vs in known.items() if k != "python"}
+        prefixes = sorted({p for c in m.cann for p in c.hdk.compatible})
+        hit = _KNOWN[id(m)] = (m, (known, keys, prefixes))
+    return hit[1]
+
+
+def _nearest(versions: list[str], value: str) -> list[str]:
+    """The known versions just below and just above `value` (sorted, either may be missing)."""
+    key = version_key(value)
+    below = [v for v in versions if version_key(v) < key]
+    above = [v for v in versions if version_key(v) > key]
+    return [*below[-1:], *above[:1]]
 
 
 def _judge_firmware(m: Matrix, got: dict[str, str], product_id: str, off: Any, unverified: list[str]) -> None:

@@ -140,3 +140,45 @@ class FakeSshd:
             if server.forwards:
                 dest = server.forwards.pop(0)
                 threading.Thread(target=_pump, args=(chan, dest), daemon=True).start()
+
+
+class StoppedSshd:
+    """`with StoppedSshd(tmp_path) as sshd:` a FakeSshd in a process of its own, SIGSTOPped once it
+    listens: the kernel still accepts TCP connections, but no SSH banner ever comes, as from a hung
+    sshd on a node."""
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+
+    def __enter__(self) -> StoppedSshd:
+        import os
+        import signal
+        import sys
+
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, str(self.directory)], stdout=subprocess.PIPE, text=True
+        )
+        self.port = int(self.proc.stdout.readline())
+        self.user = "tester"
+        self.client_key_path = self.directory / "id_ecdsa"
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import os
+        import signal
+
+        os.kill(self.proc.pid, signal.SIGCONT)
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
+if __name__ == "__main__":
+    import sys
+    import time
+
+    with FakeSshd(Path(sys.argv[1])) as server:
+        print(server.port, flush=True)
+        while True:
+            time.sleep(60)

@@ -29,7 +29,9 @@ def test_exit_0_on_a_healthy_snapshot(runner, tmp_path):
     snap = snapshot_dir(tmp_path, fake_host("node01"), fake_host("node02", index=1))
     result = runner.invoke(main, ["--snapshot", snap])
     assert result.exit_code == 0, result.output
-    assert "2 host(s), 0 unreachable; 60 pass in" in result.stdout
+    from ascend_ready.checks.registry import select_checks
+
+    assert f"2 host(s), 0 unreachable; {2 * len(select_checks('quick'))} pass in" in result.stdout
 
 
 def test_exit_0_with_warnings(runner, tmp_path):
@@ -178,7 +180,7 @@ def test_list_schema_and_parse(runner, tmp_path, sample):
 def test_inventory_profile_per_host_and_limit(runner, tmp_path):
     # A mixed snapshot: each host judged against the profile its inventory vars name.
     a3 = fake_host("a3node", hardware="atlas-800t-a3")
-    a3.vars = {"ascend_sim_hardware": "atlas-800t-a3"}
+    a3.vars = {"ascend_check_profile": "atlas-800t-a3"}  # as `ascend-sim inventory` writes it
     duo = fake_host("duonode", hardware="atlas-300i-duo", index=1)
     duo.vars = {"ascend_check_profile": "atlas-300i-duo"}
     duo.groups = ["inference"]
@@ -191,13 +193,15 @@ def test_inventory_profile_per_host_and_limit(runner, tmp_path):
         runner.invoke(main, ["--snapshot", snap, "--limit", "inference", "--format", "json"]).stdout
     )
     assert {r["host"] for r in limited["results"]} == {"duonode"}
-    # Judged against the A2 default instead, the A3 host fails its count check.
+    # Judged against the A2 profile instead (no inventory choice, --profile), the A3 host fails its count.
+    a3.vars = {}
+    unnamed = snapshot_dir(tmp_path, a3, name="unnamed")
     forced = json.loads(
         runner.invoke(
             main,
             [
                 "--snapshot",
-                snap,
+                unnamed,
                 "--profile",
                 "atlas-800t-a2",
                 "--limit",
@@ -234,3 +238,138 @@ def test_bundled_profiles_are_valid():
         2,
         "910_93",
     )
+
+
+def test_a_snapshot_is_judged_with_the_tier_and_profiles_it_was_collected_with(runner, tmp_path):
+    """A snapshot collected with --tier full --profile atlas-800t-a3 used to be judged, without
+    options, as quick tier on the default A2 profile: other verdicts than the live run."""
+    from ascend_ready.checks.profile import load_profile
+
+    a3 = fake_host("a3node", hardware="atlas-800t-a3")
+    a3.profile = load_profile("atlas-800t-a3")
+    path = tmp_path / "snap"
+    recorded = Snapshot(tier="full", select=["npu.*", "hccl.gateway_ping"], skip=[], hosts={a3.name: a3})
+    save_snapshot(recorded, path)
+    judged = runner.invoke(main, ["--snapshot", str(path), "--format", "json"])
+    report = json.loads(judged.stdout)
+    assert report["tier"] == "full" and report["profile"] == "Atlas 800T A3"
+    ids = {r["check_id"]: r for r in report["results"]}
+    assert "hccl.gateway_ping" in ids and not any(i.startswith(("os.", "pcie.")) for i in ids)
+    assert ids["npu.count"]["status"] == "pass", ids["npu.count"]
+    assert "warning:" not in judged.stderr
+    # An option typed for the judging wins, with a warning saying what the collect recorded.
+    forced = runner.invoke(
+        main, ["--snapshot", str(path), "--tier", "quick", "--profile", "atlas-800t-a2", "--format", "json"]
+    )
+    report = json.loads(forced.stdout)
+    assert report["tier"] == "quick" and "hccl.gateway_ping" not in {r["check_id"] for r in report["results"]}
+    assert next(r for r in report["results"] if r["check_id"] == "npu.count")["status"] == "fail"
+    assert (
+        "warning: judging with --tier quick, but the snapshot was collected with --tier full" in forced.stderr
+    )
+    assert "warning: a3node: judged with profile 'Atlas 800T A2' (recorded: 'Atlas 800T A3')" in forced.stderr
+
+
+def test_collect_records_tier_selection_and_each_hosts_profile(runner, tmp_path):
+    out = tmp_path / "collected"
+    result = runner.invoke(
+        main,
+        ["collect", "-o", str(out), "--select", "os.thp", "--profile", "atlas-800t-a3", "--timeout", "5"],
+    )
+    assert result.exit_code == 0, result.output
+    snap = load_snapshot(out)
+    (host,) = snap.hosts.values()
+    assert (snap.tier, snap.select, snap.skip) == ("quick", ["os.thp"], [])
+    assert host.profile is not None and host.profile.product == "Atlas 800T A3"
+    judged = json.loads(runner.invoke(main, ["--snapshot", str(out), "--format", "json"]).stdout)
+    assert [r["check_id"] for r in judged["results"]] == ["os.thp"] and judged["profile"] == "Atlas 800T A3"
+
+
+def test_a_snapshot_of_an_older_version_still_loads_and_judges(runner, tmp_path):
+    """Written before not_run, profile, tier, select and skip existed: resolved from its vars."""
+    host = fake_host("node01")
+    path = tmp_path / "old"
+    save_snapshot(Snapshot(hosts={host.name: host}), path)
+    manifest = json.loads((path / "manifest.json").read_text())
+    for key in ("tier", "select", "skip"):
+        del manifest[key]
+    del manifest["hosts"]["node01"]["profile"]
+    assert all("not_run" not in meta for meta in manifest["hosts"]["node01"]["probes"].values())
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    snap = load_snapshot(path)
+    assert snap.tier is None and snap.hosts["node01"].profile is None
+    result = runner.invoke(main, ["--snapshot", str(path), "--select", "npu.count", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["profile"] == "Atlas 800T A2"
+
+
+def test_profiles_are_resolved_once_per_host_when_collecting(monkeypatch):
+    from ascend_ready.checks import preflight as pf
+
+    calls = []
+    real = pf.training_env
+    monkeypatch.setattr(pf, "training_env", lambda *a, **k: calls.append(a) or real(*a, **k))
+
+    def fake_collect(targets, plan, options, progress=None, while_waiting=None):
+        return [fake_host(t.name, index=i) for i, t in enumerate(targets) if plan(t)]
+
+    monkeypatch.setattr(pf, "collect", fake_collect)
+    from ascend_ready.checks.transport import Target
+
+    options = pf.PreflightOptions(select=["npu.count"])
+    report = pf.preflight([Target(name="n1", address="a"), Target(name="n2", address="b")], options)
+    assert [r.status for r in report.results] == ["pass", "pass"]
+    assert len(calls) == 2  # once per host, at collect time; judging read the recorded profiles
+
+
+def test_junit_counts_agree_with_the_testcases(runner, tmp_path):
+    """The root `tests` left out the synthetic host.reachable case of an unreachable host."""
+    gone = HostSnapshot(name="node09", reachable=False, error="root@10.0.0.9:22: timed out")
+    broken = fake_host("node02", faults=[("link-down", {"device": 0})])
+    junit = tmp_path / "r.xml"
+    runner.invoke(main, ["--snapshot", snapshot_dir(tmp_path, broken, gone), "--junit", str(junit)])
+    root = ET.parse(junit).getroot()
+    cases = root.findall(".//testcase")
+    counted = {
+        "tests": len(cases),
+        "failures": len(root.findall(".//testcase/failure")),
+        "errors": len(root.findall(".//testcase/error")),
+        "skipped": len(root.findall(".//testcase/skipped")),
+    }
+    assert {k: int(root.get(k)) for k in counted} == counted
+    for suite in root.findall("testsuite"):
+        assert int(suite.get("tests")) == len(suite.findall("testcase")), suite.get("name")
+        assert int(suite.get("errors")) == len(suite.findall("testcase/error"))
+        assert int(suite.get("failures")) == len(suite.findall("testcase/failure"))
+    assert counted["errors"] >= 1 and root.find(".//testcase[@name='host.reachable']") is not None
+
+
+def test_every_cli_goes_through_the_one_guard():
+    """ascend-check (with parse and every subcommand), ascend-matrix, ascend-train, ascend-sim and
+    ascend-sim packages: one guard, ascend_ready.cli_guard, turns errors into messages and exit codes."""
+    import importlib
+
+    from ascend_ready.cli_guard import GuardedCommand, GuardedGroup
+    from ascend_ready.sim.packages.cli import packages_command
+
+    for module in ("checks.cli", "provision.cli", "training.cli", "sim.cli"):
+        assert isinstance(importlib.import_module(f"ascend_ready.{module}").main, GuardedGroup), module
+    assert isinstance(packages_command, GuardedGroup)
+    assert isinstance(main.commands["parse"], GuardedCommand)
+
+
+def test_interrupt_exits_130_and_errors_never_show_a_traceback(runner, tmp_path, monkeypatch):
+    from ascend_ready.checks import snapshot
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(snapshot, "load_snapshot", interrupted)
+    result = runner.invoke(main, ["--snapshot", str(tmp_path)])
+    assert result.exit_code == 130 and "error: interrupted" in result.stderr
+    assert "Traceback" not in result.output
+    # a subcommand's error and a usage error
+    missing = runner.invoke(main, ["parse", "lspci"])
+    assert missing.exit_code == 2 and "error: KIND and FILE are required" in missing.stderr
+    usage = runner.invoke(main, ["collect"])
+    assert usage.exit_code == 2 and "Missing option '-o'" in usage.output

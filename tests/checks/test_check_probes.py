@@ -207,9 +207,10 @@ def test_host_deadline_keeps_finished_probes_and_marks_the_rest():
     assert time.monotonic() - started < 4
     assert snap.reachable and "host deadline of 1.5 s" in snap.error
     assert snap.probes["first"].stdout == "done\n"
-    for pid in ("stuck", "never"):
-        assert snap.probes[pid].timed_out and snap.probes[pid].rc == -1
-    assert "host deadline" in snap.probes["stuck"].stderr
+    stuck, never = snap.probes["stuck"], snap.probes["never"]
+    # The one that was running was stopped by the deadline; the one after it never started.
+    assert stuck.timed_out and stuck.rc == -1 and "host deadline" in stuck.stderr and stuck.not_run is None
+    assert never.not_run == "host deadline of 1.5 s" and not never.timed_out and never.rc == -1
 
 
 def test_probe_validation():
@@ -316,3 +317,165 @@ def test_as_user_probes_need_root_or_that_user():
     assert run("root", as_nobody=False).stdout == "root\n"
     nobody = run("root", as_nobody=True)
     assert nobody.rc == 125 and "need root or user 'root'" in nobody.stderr
+
+
+# ---------------------------------------------------------------- a hung vendor tool (issue 9)
+
+
+def fake_node(tmp_path, monkeypatch, *, hccn: str = "answer", npu_smi_delay_s: float = 0.0):
+    """This machine as an A2 node: `npu-smi`, `hccn_tool` and `lspci` on PATH print what the
+    simulator renders for a healthy node (checks_fakenode), `/dev/davinciN` become files of a temp
+    dir. `hccn="hang"` makes every hccn_tool call hang, as a wedged device-NIC driver does."""
+    from checks_fakenode import fake_host
+
+    from ascend_ready.checks.probes import FOREACH
+
+    host = fake_host()
+    outputs, bin_dir, dev = tmp_path / "outputs", tmp_path / "bin", tmp_path / "dev"
+    for d in (outputs, bin_dir, dev):
+        d.mkdir()
+    for pid, res in host.probes.items():
+        (outputs / pid).write_text(res.stdout)
+    devices = sorted({pid.split(".")[1] for pid in host.probes if pid.startswith("hccn-link.")})
+    for d in devices:
+        (dev / f"davinci{d}").touch()
+    delay = f"sleep {npu_smi_delay_s}\n" if npu_smi_delay_s else ""
+    tools = {
+        "npu-smi": f"""{delay}case "$*" in
+  "info") exec cat {outputs}/npu-smi-info ;;
+  "info -l") exec cat {outputs}/npu-smi-l ;;
+  "info -t health -i "*) exec cat "{outputs}/npu-smi-health.$5.$7" ;;
+esac
+exit 2""",
+        "hccn_tool": "exec sleep 60" if hccn == "hang" else f"""case "$3" in
+  -link) exec cat "{outputs}/hccn-link.$2" ;;
+  -net_health) exec cat "{outputs}/hccn-net-health.$2" ;;
+  -ip) exec cat "{outputs}/hccn-ip.$2" ;;
+  -tls) exec cat "{outputs}/hccn-tls.$2" ;;
+esac
+exit 2""",
+        "lspci": f"""case "$*" in
+  "-D -nn") exec cat {outputs}/lspci ;;
+  *-vvv*) exec cat {outputs}/lspci-vvv ;;
+esac
+exit 2""",
+    }
+    for name, body in tools.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body + "\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    listing = f'for _d in {dev}/davinci[0-9]*; do echo "${{_d##*/davinci}}"; done'
+    monkeypatch.setitem(FOREACH, "davinci", listing)
+    return devices
+
+
+#: Probes of the checks that read npu-smi, hccn_tool, lspci and the cheap OS facts.
+HUNG_TOOL_PROBES = {
+    "thp-enabled", "thp-defrag", "disk-free", "shm", "sysctl", "lspci", "lspci-vvv", "npu-smi-info",
+    "npu-smi-health", "hccn-link", "hccn-net-health", "hccn-ip", "hccn-tls", "hccn-conf",
+}
+
+
+def test_a_hung_tool_is_not_called_again_and_starves_nothing(tmp_path, monkeypatch):
+    """One hanging `hccn_tool -i N ...` used to take the host deadline (8 devices x 4 probes x the
+    time limit), and then THP, df and lspci reported "timed out, the tool hangs". Now the first
+    hccn_tool call times out, the rest of that tool's probes are not run, saying why, and everything
+    else has its output."""
+    devices = fake_node(tmp_path, monkeypatch, hccn="hang")
+    probes = plan(load_profile(), HUNG_TOOL_PROBES)
+    started = time.monotonic()
+    snap = run_local(probes, probe_timeout_s=1, host_deadline_s=12)
+    assert time.monotonic() - started < 6  # one time limit (and the TERM), not 32 of them
+    assert snap.error is None, snap.error  # the batch finished, nothing was cut by the deadline
+    for pid in ("thp-enabled", "thp-defrag", "disk-free", "shm", "sysctl", "lspci", "lspci-vvv",
+                "npu-smi-info", f"npu-smi-health.{devices[-1]}.0"):
+        res = snap.probes[pid]
+        assert res.rc == 0 and res.stdout and not res.timed_out and res.not_run is None, (pid, res)
+    hccn = {pid: r for pid, r in snap.probes.items() if pid.startswith("hccn-") and pid != "hccn-conf"}
+    hung = [pid for pid, r in hccn.items() if r.timed_out]
+    assert len(hung) == 1 and snap.probes[hung[0]].rc == 124, hung
+    skipped = {pid: r for pid, r in hccn.items() if pid not in hung}
+    # the hung call's own loop names its remaining devices; the later loops are skipped whole
+    reason = "`hccn_tool` timed out earlier in this batch"
+    assert skipped and all(r.not_run == reason for r in skipped.values())
+    assert all(r.rc == -1 and not r.timed_out for r in skipped.values())
+    assert snap.probes["hccn-link.1"].command == "hccn_tool -i 1 -link -g"
+    assert snap.probes["hccn-net-health"].not_run  # its loop never started
+    assert snap.probes["hccn-conf"].rc == 0 or snap.probes["hccn-conf"].not_run is None  # `cat`: not the tool
+
+
+def test_a_hung_tool_errors_only_the_checks_that_read_it(tmp_path, monkeypatch):
+    from ascend_ready.checks.preflight import PreflightOptions, judge_snapshot
+    from ascend_ready.checks.snapshot import Snapshot
+
+    fake_node(tmp_path, monkeypatch, hccn="hang")
+    options = PreflightOptions(select=["os.thp", "os.disk_free", "npu.pci_functions", "hccl.link_up",
+                                       "hccl.net_health"])
+    probes = plan(load_profile(), {p for spec in options.checks() for p in spec.probes})
+    host = run_local(probes, probe_timeout_s=1, host_deadline_s=12)
+    from checks_fakenode import fake_host
+
+    # This machine's /dev has no davinciN: the node's listing as the simulator renders it.
+    host.probes["dev-davinci"] = fake_host().probes["dev-davinci"]
+    report = judge_snapshot(Snapshot(hosts={host.name: host}), options)
+    status = {r.check_id: r for r in report.results}
+    for cid in ("os.thp", "os.disk_free", "npu.pci_functions"):
+        assert status[cid].status != "error" and "timed out" not in status[cid].message, status[cid]
+    assert status["hccl.link_up"].status == "error" and "hccn_tool" in status["hccl.link_up"].message
+    net = status["hccl.net_health"]
+    assert net.status == "error" and "not run: `hccn_tool` timed out earlier in this batch" in net.message
+
+
+def test_each_tools_loops_get_a_share_of_the_deadline(tmp_path, monkeypatch):
+    """A slow (not hung) npu-smi cannot spend the whole host deadline on its per-chip loop: its loops
+    get half of what is left when they start, and the hccn_tool loops after them still run."""
+    fake_node(tmp_path, monkeypatch, npu_smi_delay_s=0.5)
+    probes = plan(load_profile(), {"npu-smi-health", "hccn-link", "hccn-ip"})
+    snap = run_local(probes, probe_timeout_s=5, host_deadline_s=4)
+    health = {pid: r for pid, r in snap.probes.items() if pid.startswith("npu-smi-health.")}
+    ran = [r for r in health.values() if r.not_run is None]
+    cut = [r for r in health.values() if r.not_run]
+    assert ran and cut, health
+    assert all(r.not_run.startswith("the per-device calls of `npu-smi` used up their share of the host "
+                                    "deadline") for r in cut)
+    hccn = {pid: r for pid, r in snap.probes.items() if pid.startswith("hccn-")}
+    assert len(hccn) == 16 and all(r.rc == 0 and r.not_run is None for r in hccn.values()), hccn
+
+
+def test_cheap_probes_run_before_tools_and_loops():
+    from ascend_ready.checks.probes import batch_order, probe_tools
+
+    probes = plan(load_profile(), set(catalog(load_profile())))
+    order = [p.id for p in batch_order(probes)]
+    tools = probe_tools(probes)
+    kinds = [
+        "background" if p.background else "loop" if p.foreach else "tool" if tools[p.id] else "cheap"
+        for p in batch_order(probes)
+    ]
+    rank = ["background", "cheap", "tool", "loop"].index
+    assert kinds == sorted(kinds, key=rank), list(zip(order, kinds, strict=True))
+    assert tools["hccn-ping"] == "hccn_tool" and tools["npu-smi-health"] == "npu-smi"
+    assert tools["thp-enabled"] == tools["disk-free"] == tools["dmesg"] == ""
+    assert order.index("npu-smi-l") < order.index("npu-smi-health")
+
+
+def test_the_batch_output_leaves_in_a_few_writes_and_ends_at_once():
+    """sshd sends one SSH packet per read of the batch's pipe and each packet costs the controller
+    CPU: 40 probes used to leave in ~100 writes. The output now leaves once per tick (50 ms, growing)
+    and the last of it as soon as the batch ends."""
+    probes = [Probe(f"p{i}", argv=("echo", f"line {i}")) for i in range(40)]
+    probes.append(Probe("slow", shell="sleep 0.3; echo done"))
+    script, nonce = build_script(probes)
+    started = time.monotonic()
+    proc = subprocess.Popen(["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc.stdin.write(script.encode())
+    proc.stdin.close()
+    chunks = []
+    while data := os.read(proc.stdout.fileno(), 1 << 20):
+        chunks.append(data)
+    proc.wait()
+    assert time.monotonic() - started < 1.0  # no tick left to sleep out after END
+    assert len(chunks) <= 8, [len(c) for c in chunks]
+    stream = parse_stream(b"".join(chunks), nonce, probes)
+    assert stream.complete and stream.results["p39"].stdout == "line 39\n"
+    assert stream.results["slow"].stdout == "done\n"

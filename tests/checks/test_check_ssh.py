@@ -125,3 +125,85 @@ def test_cli_over_ssh_exit_codes(sshd, tmp_path):
     assert report["hosts"][0]["reachable"] and report["results"][0]["check_id"] == "os.numa_balancing"
     assert report["results"][0]["status"] in ("pass", "fail")
     assert report["results"][0]["evidence"][0].startswith("kernel.numa_balancing = ")
+
+
+def test_a_hung_sshd_says_the_handshake_timed_out(tmp_path):
+    """A SIGSTOPped sshd accepts the TCP connection and never answers; paramiko then says "No existing
+    session". The report names the handshake, its time limit and what to check."""
+    import time
+
+    from checks_sshd import StoppedSshd
+
+    with StoppedSshd(tmp_path) as sshd:
+        started = time.monotonic()
+        snap = collect_host(target(sshd), PROBES, options(tmp_path, connect_timeout_s=1.5))
+        assert time.monotonic() - started < 5
+    assert not snap.reachable
+    assert f"SSH handshake with tester@127.0.0.1:{sshd.port} timed out after 1.5 s" in snap.error, snap.error
+    assert "check sshd on the node" in snap.error and "No existing session" not in snap.error
+
+
+def test_known_hosts_flag_beats_the_inventorys_user_known_hosts_file(sshd, tmp_path):
+    """An inventory whose ansible_ssh_common_args set UserKnownHostsFile (as `ascend-sim inventory`
+    does) used to win over --known-hosts, silently: the flag given for this run wins."""
+    import json
+
+    stale = tmp_path / "inventory_known_hosts"
+    stale.write_text("")  # the inventory's file does not know this host
+    good = tmp_path / "known_hosts"
+    good.write_text(sshd.known_hosts_line())
+    inventory = tmp_path / "inv.ini"
+    inventory.write_text(
+        f"[ascend]\nn1 ansible_host=127.0.0.1 ansible_port={sshd.port} ansible_user={sshd.user} "
+        f"ansible_ssh_private_key_file={sshd.client_key_path} "
+        f"ansible_ssh_common_args='-o UserKnownHostsFile={stale} -o StrictHostKeyChecking=yes'\n"
+    )
+    (tmp_path / "ssh_config").touch()
+    base = ["-i", str(inventory), "--ssh-config", str(tmp_path / "ssh_config"),
+            "--select", "os.numa_balancing", "--format", "json"]
+    result = CliRunner().invoke(main, [*base, "--known-hosts", str(good)])
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(result.stdout)["hosts"][0]["reachable"]
+    # without the flag the inventory's file is the one verified against (and it lacks the key)
+    without = CliRunner().invoke(main, base)
+    assert without.exit_code == 3 and "not found in known_hosts" in without.output
+
+
+def test_ssh_config_user_known_hosts_file_is_used(sshd, tmp_path):
+    known = tmp_path / "config_known_hosts"
+    known.write_text(sshd.known_hosts_line())
+    (tmp_path / "ssh_config").write_text(
+        f"Host node7\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
+        f"  IdentityFile {sshd.client_key_path}\n  UserKnownHostsFile {known}\n"
+    )
+    opts = options(tmp_path, known_hosts_file=None)
+    snap = collect_host(Target(name="node7", address="node7"), PROBES, opts)
+    assert snap.reachable, snap.error
+
+
+def test_the_transport_raises_the_packages_host_unreachable(sshd, tmp_path):
+    """One exception hierarchy (ascend_ready.errors): the transport raises HostUnreachable, whose
+    class carries exit code 3, and the fan-out records it in the host's snapshot."""
+    import time
+
+    from ascend_ready.checks.transport import _connect
+    from ascend_ready.errors import ExitCode, HostUnreachable, RemoteError
+
+    with pytest.raises(HostUnreachable) as caught:
+        _connect(target(sshd), options(tmp_path), time.monotonic() + 10)
+    assert isinstance(caught.value, RemoteError) and caught.value.exit_code == ExitCode.UNREACHABLE == 3
+    assert caught.value.hint == "add it with ssh-keyscan, or pass --trust-on-first-use"
+
+
+def test_paramiko_is_imported_without_invoke_until_a_match_exec_needs_it():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from ascend_ready.checks.transport import _import_paramiko; p = _import_paramiko(); "
+        "print(type(sys.modules['invoke']).__name__); "
+        "cfg = p.SSHConfig.from_text('Host *\\n  Match exec \"true\"\\n  User bob\\n'); "
+        "print(cfg.lookup('x')['user'], type(sys.modules['invoke']).__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["_Deferred", "bob", "module"]

@@ -145,7 +145,7 @@ def test_probes_run_the_venv_in_the_training_users_login_shell():
     # background, under the batch's time limits.
     assert script.count("_as ascend ") == 3
     assert 'su - "$1" -c "$2"' in script and '"${SHELL:-/bin/sh}" -lc "$2"' in script
-    assert script.count("_p python-packages 10000 _as ascend 'set -- ~ascend/venvs/") == 1
+    assert script.count("_p python-packages - 10000 _as ascend 'set -- ~ascend/venvs/") == 1
     # A plain path stays an argv (no shell in between).
     plain = catalog(A2.model_copy(update={"python": "/srv/venv/bin/python"}))["python-packages"]
     assert plain.argv[:2] == ("/srv/venv/bin/python", "-c") and plain.shell is None

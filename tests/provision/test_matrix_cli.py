@@ -137,3 +137,22 @@ def test_invalid_matrix_file_exits_2(run, tmp_path):
 def test_missing_matrix_file_exits_2(run, tmp_path):
     r = run("--matrix", str(tmp_path / "none.yml"), "show")
     assert r.exit_code == 2 and "error: cannot read matrix file" in r.stderr
+
+
+@pytest.mark.parametrize("args", [["--torch", "0.1"], ["--torch-npu", "9.9.9"], ["--driver", "1.0"]])
+def test_judge_unknown_version_exits_1_naming_the_field(run, args):
+    r = run("judge", *args, "--format", "json")
+    assert r.exit_code == 1, r.output
+    (finding,) = json.loads(r.output)["findings"]
+    assert finding["component"] == args[0][2:].replace("-", "_") and "nearest known" in finding["reason"]
+
+
+def test_matrix_cli_errors_go_through_the_one_guard(run, monkeypatch):
+    from ascend_ready.provision import cli
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "load_matrix", interrupted)
+    r = run("show")
+    assert r.exit_code == 130 and "error: interrupted" in r.stderr and "Traceback" not in r.output

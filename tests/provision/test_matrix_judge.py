@@ -92,3 +92,25 @@ def test_unrecorded_driver_firmware_pair_is_unverified_not_failed(m):
 def test_bad_input_raises(m, installed, pattern):
     with pytest.raises(MatrixError, match=pattern):
         judge(installed, m)
+
+
+@pytest.mark.parametrize(("installed", "component", "reason", "expected"), [
+    ({"torch": "0.1"}, "torch", "torch 0.1 is in no stack of the matrix (nearest known: 1.11.0)", "1.11.0"),
+    ({"torch_npu": "9.9.9"}, "torch_npu", "torch_npu 9.9.9 is in no stack of the matrix (nearest known: ",
+     None),
+    ({"driver": "1.0"}, "driver", "driver 1.0 is in no HDK bundle or CANN driver list of the matrix "
+     "(nearest known: 23.0.1)", "23.0.1"),
+    ({"torch": "2.2.0"}, "torch", "torch 2.2.0 is in no stack of the matrix (nearest known: 2.1.0 and 2.3.1)",
+     "2.3.1"),
+    ({"python": "2.7"}, "python", "python 2.7 is in no stack of the matrix", "3.7"),
+])
+def test_a_version_no_stack_has_is_never_valid(m, installed, component, reason, expected):
+    """`ascend-matrix judge --torch 0.1` used to say `valid`: nothing contradicted it."""
+    j = judge(installed, m)
+    f = by_component(j)[component]
+    assert not j.valid and reason in f.reason
+    assert expected is None or f.expected == expected
+
+
+def test_a_known_version_alone_is_still_valid(m):
+    assert judge({"torch": "2.1.0"}, m).valid and judge({"driver": "24.1.rc2"}, m).valid
