@@ -1,8 +1,8 @@
 """Fleet consistency checks: every node's fingerprint against the fleet's majority (or the profile's pins).
 
-They run whenever two or more hosts are judged together. A node that differs fails, naming the field, its
-value and the majority's; a field without a majority warns on every node, naming who has what; a value a
-node could not report counts as `(not read)` and names that node too.
+They run whenever two or more hosts of one product (profile) are judged together. A node that differs
+fails, naming the field, its value and the majority's; a field without a majority warns on every node,
+naming who has what; a value a node could not report counts as `(not read)` and names that node too.
 """
 
 from __future__ import annotations
@@ -83,15 +83,17 @@ def _read(fn: Callable[[], str]) -> str:
 
 def _judge(host, check_id: str, fields: Fields) -> None:
     """Compare `host` with the rest of the fleet on `fields`; fail/warn naming what differs."""
-    fleet = host.fleet
-    if len(fleet) < 2:
+    # Hosts of another product (an A3 beside A2s) are their own fleet: they differ by design.
+    peers = [h for h in host.fleet.hosts if h.profile.product == host.profile.product]
+    if len(peers) < 2:
         import pytest
 
-        pytest.skip("fleet checks compare two or more hosts; one was judged")
-    key = f"{check_id}:fingerprints"
-    if key not in fleet.memo:
-        fleet.memo[key] = {h.name: fields(h) for h in fleet.hosts}
-    prints: dict[str, dict[str, str]] = fleet.memo[key]  # type: ignore[assignment]
+        pytest.skip(f"fleet checks compare two or more {host.profile.product} hosts; one was judged")
+    key = f"{check_id}:{host.profile.product}:fingerprints"
+    memo = host.fleet.memo
+    if key not in memo:
+        memo[key] = {h.name: fields(h) for h in peers}
+    prints: dict[str, dict[str, str]] = memo[key]  # type: ignore[assignment]
     pins = {k: v for k, v in host.profile.fleet_pins.items() if k in prints[host.name]}
     deviations, ties = compare(prints, pins or None, pinned_by="profile's fleet_pins")
     for fingerprint, nodes in groups(prints):

@@ -82,6 +82,16 @@ def test_one_host_skips_the_fleet_checks():
     assert {r.status for r in results.values()} == {"skip"}
 
 
+def test_hosts_of_another_product_are_their_own_fleet():
+    hosts = {f"node0{i}": fake_host(f"node0{i}", index=i) for i in (1, 2)}
+    hosts["a3node"] = fake_host("a3node", hardware="atlas-800t-a3", index=3)
+    profiles = {**dict.fromkeys(("node01", "node02"), load_profile("atlas-800t-a2")),
+                "a3node": load_profile("atlas-800t-a3")}
+    report = run_checks(Snapshot(hosts=hosts), profiles, select_checks("quick", ["fleet.hardware"]))
+    status = {r.host: r.status for r in report.results}
+    assert status == {"node01": "pass", "node02": "pass", "a3node": "skip"}
+
+
 @pytest.mark.parametrize("os_id", ["centos76", "kylinv10", "openeuler2203", "ubuntu2204"])
 def test_os_release_of_every_simulated_os(os_id):
     rel = parse_os_release((REPO / f"sim/osfiles/{os_id}/root/etc/os-release").read_text())
