@@ -181,6 +181,8 @@ def collect_snapshot(
         progress=progress,
         while_waiting=lambda: _prepare_judging(specs, first),
     )
+    if "hccl-mesh" in wanted:
+        _attach_mesh(targets, hosts, options)
     recorded = {USER_VARS[0]: options.training_user, PYTHON_VAR: options.python}
     for h in hosts:
         h.vars.update({k: v for k, v in recorded.items() if v})
@@ -192,6 +194,20 @@ def collect_snapshot(
         skip=list(options.skip),
         hosts={h.name: h for h in hosts},
     )
+
+
+def _attach_mesh(targets: Sequence[Target], hosts: Sequence[HostSnapshot], options: PreflightOptions) -> None:
+    """Run the device-NIC mesh across the reachable hosts and record it in their snapshots (hccl.mesh).
+
+    With fewer than two reachable hosts there is nothing to ping between: the check skips then."""
+    from ascend_ready.checks.cluster.mesh_run import mesh, record
+
+    up = [h for h in hosts if h.reachable]
+    if len(up) < 2:
+        return
+    names = {h.name for h in up}
+    run = mesh([t for t in targets if t.name in names], options.fanout)
+    record(run, up)
 
 
 #: PreflightOptions fields a snapshot records and judging defaults to

@@ -224,3 +224,31 @@ def mesh(
             known_bad.setdefault(end, []).extend(why)
     return run_mesh(targets, fanout_options, ips, chosen, round_timeout_s=round_timeout_s, packets=packets,
                     known_bad=known_bad)
+
+
+def record(run: MeshRun, snapshots: Sequence[HostSnapshot]) -> None:
+    """Put each host's part of `run` into its snapshot as the `hccl-mesh` probe (what hccl.mesh judges)."""
+    import json
+
+    from ascend_ready.checks.resources.hccn import MESH_HEADER
+    from ascend_ready.checks.snapshot import ProbeResult
+
+    names = [s.name for s in snapshots]
+    mine: dict[str, list[str]] = {n: [] for n in names}
+    for (node, plane), ev in sorted(run.culprits.items()):
+        mine.setdefault(node, []).append(f"device {plane}: " + "; ".join(e for e in ev if e))
+    for (a, b, plane), ev in sorted(run.bad_links.items()):
+        for node, peer in ((a, b), (b, a)):
+            mine.setdefault(node, []).append(f"device {plane} cannot reach {peer} device {plane} (both reach "
+                                             "others): " + "; ".join(e for e in ev if e))
+    for (a, b, plane), ev in sorted(run.unresolved.items()):
+        for node, peer in ((a, b), (b, a)):
+            mine.setdefault(node, []).append(f"device {plane} - {peer} device {plane} failed, not narrowed "
+                                             "down: " + "; ".join(e for e in ev if e))
+    for snap in snapshots:
+        body = {"hosts": names, "rounds": run.rounds, "pings": run.pings, "retests": run.retests,
+                "findings": mine.get(snap.name, [])}
+        snap.probes["hccl-mesh"] = ProbeResult(
+            command="(controller) device-NIC ping mesh", rc=0,
+            stdout=f"{MESH_HEADER}\n{json.dumps(body, sort_keys=True)}\n",
+            duration_s=round(sum(run.round_wall_s), 3))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ascend_ready.checks.resources.base import HostBase, ProbeDef, ProbeFailed, Resource, probe_ids
 from ascend_ready.checks.resources.hccn import (
     HccnConfFile,
+    MeshResult,
     NicIp,
     NicLink,
     NicNetHealth,
@@ -56,6 +57,7 @@ __all__ = [
     "HccnConfFile",
     "Host",
     "KernelHeaders",
+    "MeshResult",
     "NicIp",
     "NicLink",
     "NicNetHealth",
@@ -99,6 +101,7 @@ ALL: tuple[type[Resource], ...] = (
     NicTls,
     HccnConfFile,
     NicPing,
+    MeshResult,
     Thp,
     Sysctl,
     UserLimits,
@@ -185,6 +188,11 @@ class Host(HostBase):
     def nic_ping(self) -> NicPing:
         """`hccn_tool -i N -ping -g` (gateway)."""
         return self.resource(NicPing)
+
+    @property
+    def mesh(self) -> MeshResult:
+        """The device-NIC ping mesh across hosts (recorded by the controller)."""
+        return self.resource(MeshResult)
 
     @property
     def hccn_conf(self) -> HccnConfFile:

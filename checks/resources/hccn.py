@@ -26,11 +26,16 @@ from ascend_ready.checks.parsers.hccn import (
     parse_hccn_tls,
 )
 from ascend_ready.checks.parsers.hccn_conf import HccnConf, parse_hccn_conf
-from ascend_ready.checks.resources.base import ProbeDef, Resource, probe
+from ascend_ready.checks.resources.base import ProbeDef, ProbeFailed, Resource, probe
 from ascend_ready.checks.resources.npu import DeviceNodes
+from ascend_ready.errors import ParseError
 
 __all__ = [
+    "HCCL_MESH",
+    "MESH_HEADER",
     "HccnConfFile",
+    "MeshFindings",
+    "MeshResult",
     "NicIp",
     "NicLink",
     "NicNetHealth",
@@ -143,6 +148,48 @@ class NicPing(_PerDevice[HccnPing]):
     probe_def = HCCN_PING
     parse = staticmethod(parse_hccn_ping)
     ok_rc = (0, 1)  # 100 % loss exits 1: a fact, judged by the check
+
+
+#: Filled in by the controller, not the node: after the batches, `ascend-check` runs the device-NIC ping
+#: mesh across the hosts (checks/cluster/mesh_run.py) and records each host's part of the result here,
+#: so a snapshot replays it. On the node the probe is the shell's no-op.
+HCCL_MESH = probe("hccl-mesh", shell=":", description="the device-NIC mesh across hosts (by the controller)")
+MESH_HEADER = "ascend-check mesh v1"
+
+
+@dataclass
+class MeshFindings:
+    """This host's part of the mesh: what was run, and every finding that names this host."""
+
+    hosts: list[str]
+    rounds: int
+    pings: int
+    retests: int
+    findings: list[str]
+
+
+class MeshResult(Resource):
+    """The device-NIC ping mesh result the controller recorded for this host."""
+
+    probes = (HCCL_MESH,)
+
+    @cached_property
+    def result(self) -> MeshFindings:
+        import json
+
+        text = self.host.stdout("hccl-mesh")
+        head, _, body = text.partition("\n")
+        if head.strip() != MESH_HEADER:
+            raise ProbeFailed(
+                "the device-NIC mesh did not run for this host (it runs live across two or more hosts)",
+                hint="run ascend-check --tier full on all the hosts together (-i INVENTORY)",
+            )
+        try:
+            raw = json.loads(body)
+            return MeshFindings(**raw)
+        except (ValueError, TypeError) as exc:
+            raise ParseError("hccl-mesh", f"not a mesh record ({exc})", line_no=2,
+                             line=body.splitlines()[0] if body else "") from None
 
 
 class HccnConfFile(Resource):

@@ -10,6 +10,7 @@ from ascend_ready.checks.registry import check, evidence, not_judged
 from ascend_ready.checks.resources import (
     DeviceNodes,
     HccnConfFile,
+    MeshResult,
     NicIp,
     NicLink,
     NicNetHealth,
@@ -174,6 +175,24 @@ def test_gateway_ping(host):
             bad.append(f"device {dev}: {n.value.loss_pct:g} % loss to {n.value.target}")
             evidence(n.evidence)
     _verdict(bad, host.nic_ping)
+
+
+@check(
+    "hccl.mesh",
+    title="every device NIC reaches the same device of every other node (ping mesh)",
+    severity="critical",
+    tier="full",
+    reads=[MeshResult],
+    fix="Check the named device's link and optics (hccn_tool -i N -link -g, -optical -g), the switch "
+    "port and VLAN of its plane, and that no two nodes share a device IP (hccn_tool -i N -ip -g)",
+)
+def test_mesh(host):
+    if len(host.fleet) < 2:
+        pytest.skip("the mesh pings between hosts: judge two or more together")
+    mesh = host.mesh.result
+    evidence(f"mesh of {len(mesh.hosts)} hosts: {mesh.rounds} rounds, {mesh.pings} pings, "
+             f"{mesh.retests} re-tests", *mesh.findings)
+    assert not mesh.findings, "; ".join(mesh.findings)
 
 
 def _onoff(flag: bool) -> str:

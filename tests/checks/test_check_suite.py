@@ -570,3 +570,34 @@ def test_group_override_changes_a_threshold():
     host = fake_host(outputs={"disk-free": df})
     assert only("os.disk_free", host, profile=prof).status == "fail"
     assert only("os.disk_free", host, profile=prof.for_groups(["small"])).status == "pass"
+
+
+# ---------------------------------------------------------------- the device-NIC mesh (live: tests/cluster)
+
+
+def test_hccl_mesh():
+    from ascend_ready.checks.cluster.mesh import PingOutcome, isolate, rounds
+    from ascend_ready.checks.cluster.mesh_run import MeshRun, record
+
+    def fabric(pings):  # node02's device 4 answers nobody
+        return {p: PingOutcome("node02" not in (p.src, p.dst) or p.plane != 4, f"{p.src}->{p.dst}: loss")
+                for p in pings}
+
+    hosts = {f"node0{i}": fake_host(f"node0{i}", index=i) for i in (1, 2, 3)}
+    result = isolate(rounds(list(hosts), range(8)), fabric)
+    record(MeshRun(**vars(result)), list(hosts.values()))
+    report = run_checks(Snapshot(hosts=hosts), dict.fromkeys(hosts, load_profile("atlas-800t-a2")),
+                        select_checks("full", ["hccl.mesh"]))
+    status = {r.host: (r.status, r.message) for r in report.results}
+    assert status["node01"] == ("pass", "") and status["node03"] == ("pass", "")
+    assert status["node02"][0] == "fail" and status["node02"][1].startswith("device 4: ")
+    # A host whose mesh record is missing (the mesh did not run for it) is an error, never a pass.
+    del hosts["node03"].probes["hccl-mesh"]
+    report = run_checks(Snapshot(hosts=hosts), dict.fromkeys(hosts, load_profile("atlas-800t-a2")),
+                        select_checks("full", ["hccl.mesh"]))
+    assert {r.host: r.status for r in report.results}["node03"] == "error"
+    # One host: nothing to ping between.
+    one = {"node01": hosts["node01"]}
+    report = run_checks(Snapshot(hosts=one), {"node01": load_profile("atlas-800t-a2")},
+                        select_checks("full", ["hccl.mesh"]))
+    assert report.results[0].status == "skip"

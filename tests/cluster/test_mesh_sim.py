@@ -185,3 +185,24 @@ def test_partial_loss_is_reported_with_its_summary(faulty):
     assert any(e.endswith("3 packets transmitted, 1 received, 66.67% packet loss") for e in evidence)
     assert set(faulty.culprits) == {("node03", 5), ("node02", 1), ("node04", 1), ("node01", 6)}
     assert not faulty.unresolved and not faulty.transient
+
+
+@pytest.mark.sim
+def test_ascend_check_runs_the_mesh_as_hccl_mesh_and_names_each_culprit(faulty, cluster):
+    import json
+
+    from ascend_ready.checks.cli import main
+
+    args = ["-i", str(cluster.inventory_path), "--ssh-config", str(cluster.ssh_config),
+            "--known-hosts", str(cluster.known_hosts), "--tier", "full", "--select", "hccl.mesh",
+            "--format", "json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    by_host = {r["host"]: r for r in report["results"] if r["check_id"] == "hccl.mesh"}
+    assert set(by_host) == {"node01", "node02", "node03", "node04"}
+    assert all(r["status"] == "fail" for r in by_host.values())
+    message = {host: r["message"] for host, r in by_host.items()}
+    assert "device 5:" in message["node03"] and "100.00% packet loss" in message["node03"]
+    assert "device 3 cannot reach node04 device 3" in message["node02"]
+    assert "device 1:" in message["node04"] and "is held by node02 device 1" in message["node04"]
