@@ -9,6 +9,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v p
 VENV := .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
+VERL_VERSION ?= 0.9.1
 PYTEST_ARGS ?=
 
 .PHONY: help setup system-deps venv lint test test-fast demo bench clean
@@ -26,7 +27,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip setuptools wheel
 	# torch in the same command, so nothing resolves to a CUDA build.
-	$(BIN)/pip install -q -e '.[dev,train]' torch==$(TORCH_VERSION)
+	$(BIN)/pip install -q -e '.[dev,train,verl]' torch==$(TORCH_VERSION)
+	# verl without its requirements (ray, tensordict, a transformers pin would pull a CUDA torch): enough
+	# to compose and check its Hydra config (docs/verl.md).
+	$(BIN)/pip install -q --no-deps verl==$(VERL_VERSION)
 	touch $@
 
 venv: $(VENV)/.installed

@@ -99,11 +99,19 @@ class PackagePlan(MatrixModel):
     notes: list[str]
 
 
-def cann_requirements(python: str | None = None) -> list[str]:
-    """CANN's Python dependencies for `python` (MAJOR.MINOR; None: the list as the guide gives it)."""
-    out = list(CANN_PYTHON_REQUIREMENTS)
-    if python is not None and version_key(python) >= version_key("3.13"):
-        out[0] = _NUMPY_313
+def cann_requirements(python: str | None = None, requirements: list[str] | None = None) -> list[str]:
+    """CANN's Python dependencies for `python` (MAJOR.MINOR; None: the list as the guide gives it).
+
+    `requirements` replaces the guide's list (python_env_cann_requirements); either way a numpy capped
+    below 2.0 loses the cap on Python 3.13+, where numpy 1.x has no wheels (the guide caps it only below).
+    """
+    out = list(CANN_PYTHON_REQUIREMENTS if requirements is None else requirements)
+    if python is None or version_key(python) < version_key("3.13"):
+        return out
+    for i, req in enumerate(out):
+        if _requirement_name(req).lower() == "numpy":
+            kept = [c for c in req[len("numpy"):].split(",") if c.strip() and not c.strip().startswith("<2")]
+            out[i] = "numpy" + ",".join(c.strip() for c in kept)
     return out
 
 
@@ -145,7 +153,7 @@ def wheel_requirements(stack: ResolvedStack | dict, python: str | None = None,
                          why=f"torch_npu of stack {s['id']} (branch {s['torch_npu_branch']})",
                          download=PYPI_PAGE.format(project="torch-npu", version=s["torch_npu"])),
     ]
-    for req in (cann_requirements(python) if cann is None else cann):
+    for req in cann_requirements(python, cann):
         name = _requirement_name(req)
         out.append(WheelRequirement(
             requirement=req, file=f"{WHEELHOUSE}/{name.replace('-', '_')}-*.whl",
@@ -159,6 +167,74 @@ def required_files(stack: ResolvedStack | dict, cann: list[str] | None = None) -
     s = stack if isinstance(stack, dict) else stack.model_dump(mode="json")
     runs = [name for name in s["packages"].values() if name]
     return runs + [f"wheel:{w.requirement}" for w in wheel_requirements(s, cann=cann)]
+
+
+#: glibc of the manylinux tags that name no version (PEP 513, 571, 599).
+_MANYLINUX_GLIBC = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
+
+
+def _platform_fits(tag: str, arch: str, glibc: str | None) -> bool:
+    if tag == "any":
+        return True
+    if not tag.endswith(f"_{arch}"):
+        return False
+    base = tag[: -len(arch) - 1]
+    if base == "linux":
+        return True
+    if base in _MANYLINUX_GLIBC:
+        floor = _MANYLINUX_GLIBC[base]
+    elif base.startswith("manylinux_") and base.count("_") == 2:
+        floor = base[len("manylinux_"):].replace("_", ".")
+    else:
+        return False  # musllinux, macOS, Windows
+    return glibc is None or version_key(glibc) >= version_key(floor)
+
+
+def wheel_fits(name: str, python: str | None, arch: str, glibc: str | None = None) -> bool:
+    """The wheel file `name` (a path; `dist-ver[-build]-py-abi-plat.whl`) installs on CPython `python`
+    (MAJOR.MINOR; None: any) on `arch` with glibc `glibc` (None: any manylinux), as pip judges its tags:
+    cpXY-cpXY, cpXY-abi3 from XY up, pyX/pyXY-none, and any, linux, manylinux platforms."""
+    base = name.rsplit("/", 1)[-1]
+    parts = base[:-4].split("-") if base.endswith(".whl") else []
+    if len(parts) < 5:
+        return False
+    pys, abis, plats = (parts[-3].split("."), parts[-2].split("."), parts[-1].split("."))
+    if not any(_platform_fits(p, arch, glibc) for p in plats):
+        return False
+    if python is None:
+        return True
+    major, minor = (int(x) for x in python.split(".")[:2])
+    node = f"cp{major}{minor}"
+
+    def older(tag: str, prefix: str) -> bool:  # cp38 / py37 at or below the node's Python 3
+        rest = tag[len(prefix):]
+        return tag.startswith(f"{prefix}{major}") and rest.isdigit() and int(rest[1:] or 0) <= minor
+
+    for abi in abis:
+        if abi == "abi3" and any(older(t, "cp") for t in pys):
+            return True
+        if abi.rstrip("m") == node and node in pys:
+            return True
+        if abi == "none" and any(t in (node, f"py{major}") or older(t, "py") for t in pys):
+            return True
+    return False
+
+
+def node_wheels(names, python: str | None, arch: str, glibc: str | None = None,
+                pins: dict[str, str] | None = None) -> list[str]:
+    """Every wheel under wheelhouse/ among `names` that fits the node (wheel_fits): what python_env stages,
+    so that pip, installing offline from the staged cache, finds torch's and CANN's dependencies too.
+    `pins` ({project: version}) leaves out other versions of a pinned project (another stack's torch)."""
+    pins = {k.replace("-", "_").lower(): v for k, v in (pins or {}).items()}
+    out = []
+    for name in names:
+        if not name.startswith(f"{WHEELHOUSE}/") or not wheel_fits(name, python, arch, glibc):
+            continue
+        dist, version = name.rsplit("/", 1)[-1].split("-")[:2]
+        pin = pins.get(dist.replace(".", "_").lower())
+        if pin is None or version == pin or version.split("+", 1)[0] == pin:
+            out.append(name)
+    return sorted(out)
 
 
 def hdk_zip(driver_file: str, driver: str, hdk: str) -> str | None:

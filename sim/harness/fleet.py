@@ -104,7 +104,8 @@ def group_vars(packages: Path, stack: str, *, run_dir: Path | None = None,
     skips = sim_cannot_pass(run_dir or run_dir_default(), os_prereqs_repo=os_prereqs_repo)
     extra = {} if os_prereqs_repo is None else {"os_prereqs_repo": os_prereqs_repo}
     return {"ascend_training_user": "ascend", "stack_id": stack, "stack_package_source": str(packages),
-            # no reboot in a simulated node: the role marks /run/ascend-ready.reboot-required instead
+            # simulated nodes reboot for real (tests/provision_play/test_reboot.py), but a reboot costs a
+            # node seconds: these fleets mark /run/ascend-ready.reboot-required instead
             "ascend_common_reboot": False,
             # the simulator's wheelhouse holds torch, torch_npu and pip; CANN's other Python
             # dependencies come from an index or a full wheelhouse on real fleets

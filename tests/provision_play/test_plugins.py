@@ -9,9 +9,11 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError, AnsibleLookupError
 
 from ascend_ready.provision import matrix as mx
+from ascend_ready.provision import packages as pk
 
 PLUGINS = Path(__file__).resolve().parents[2] / "playbooks" / "plugins"
 
@@ -208,3 +210,76 @@ def test_a_garbled_manifest_line_is_named(tmp_path):
     (src / "SHA256SUMS").write_text("abc  file.run\n")
     with pytest.raises(AnsibleLookupError, match=r"SHA256SUMS line 1 is not"):
         packages.verify(["file.run"], str(src), cache_file=str(tmp_path / "c.json"))
+
+
+def _wheelhouse(tmp_path, names) -> Path:
+    src = tmp_path / "wheels"
+    (src / "wheelhouse").mkdir(parents=True)
+    for name in names:
+        (src / "wheelhouse" / name).write_bytes(name.encode())
+    (src / "SHA256SUMS").write_text("".join(f"{hashlib.sha256(n.encode()).hexdigest()}  wheelhouse/{n}\n"
+                                            for n in names))
+    return src
+
+
+#: a wheelhouse as `pip download` fills it for two stacks and both arches (PyPI's file names) -> the
+#: (Python, arch, glibc) nodes of the test below it fits
+X86_311 = {("3.11", "x86_64", "2.35"), ("3.11", "x86_64", "2.17")}
+ARM_311 = {("3.11", "aarch64", "2.28")}
+ANY = X86_311 | ARM_311 | {("3.7", "x86_64", "2.17")}
+X86 = {n for n in ANY if n[1] == "x86_64"}
+WHEELHOUSE = {
+    "pip-23.2.1-py3-none-any.whl": ANY,
+    "filelock-3.13.1-py3-none-any.whl": ANY,
+    "six-1.16.0-py2.py3-none-any.whl": ANY,
+    "psutil-6.0.0-cp36-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl": X86,
+    "psutil-6.0.0-cp36-abi3-manylinux_2_17_aarch64.manylinux2014_aarch64.whl": ARM_311,
+    "numpy-1.26.4-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl": X86_311,
+    "numpy-1.26.4-cp311-cp311-manylinux_2_17_aarch64.manylinux2014_aarch64.whl": ARM_311,
+    "numpy-1.21.6-cp37-cp37m-manylinux_2_12_x86_64.manylinux2010_x86_64.whl": {("3.7", "x86_64", "2.17")},
+    "numpy-1.26.4-cp310-cp310-manylinux_2_17_x86_64.manylinux2014_x86_64.whl": set(),
+    "scipy-1.14.0-cp311-cp311-manylinux_2_28_x86_64.whl": {("3.11", "x86_64", "2.35")},  # glibc >= 2.28
+    "numpy-2.1.0-cp311-cp311-musllinux_1_2_x86_64.whl": set(),
+    "torch-2.5.1+cpu-cp311-cp311-linux_x86_64.whl": X86_311,
+    "torch-2.9.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl": set(),  # another stack's torch: not staged
+    "torch-2.5.1-cp311-cp311-manylinux_2_17_aarch64.manylinux2014_aarch64.whl": ARM_311,
+}
+
+
+@pytest.mark.parametrize("node", sorted(ANY), ids="-".join)
+def test_python_env_stages_every_wheel_that_fits_the_node(tmp_path, node):
+    python, arch, glibc = node
+    src = _wheelhouse(tmp_path, WHEELHOUSE)
+    terms = ["wheel:pip", "wheel:torch==2.5.1"] if python == "3.11" else ["wheel:pip"]
+    files, problems = packages.check(terms, str(src), cache_file=str(tmp_path / "c.json"), python=python,
+                                     arch=arch, glibc=glibc, fitting_wheels=True)
+    assert problems == []
+    assert set(files) == {f"wheelhouse/{n}" for n, fits in WHEELHOUSE.items() if node in fits}
+    # the package list's own judgement (one function serves both)
+    assert set(pk.node_wheels(files, python, arch, glibc)) == set(files)
+
+
+def test_the_aarch64_stack_names_the_aarch64_packages(tmp_path):
+    got = stack.resolve_stack("cann-8.2.RC1-torch-2.5.1", product="910b", os="kylinv10sp3", arch="aarch64")
+    runs = [t for t in packages.stack_terms(got, requirements=[]) if not t.startswith("wheel:")]
+    assert runs and all("aarch64" in name for name in runs if "firmware" not in name), runs
+    src = _wheelhouse(tmp_path, WHEELHOUSE)
+    files = packages.verify(["wheel:torch==2.5.1"], str(src), cache_file=str(tmp_path / "c.json"),
+                            python="3.11", arch="aarch64")
+    assert list(files) == [
+        "wheelhouse/torch-2.5.1-cp311-cp311-manylinux_2_17_aarch64.manylinux2014_aarch64.whl"]
+
+
+def test_cann_requirements_for_the_nodes_python_come_from_the_package_list():
+    defaults = yaml.safe_load((PLUGINS.parent / "roles/python_env/defaults/main.yml").read_text())
+    role = defaults["python_env_cann_requirements"]
+    cann = filters.FilterModule().filters()["ascend_cann_requirements"]
+    row = stack.resolve_stack("cann-8.2.RC1-torch-2.5.1", product="910b", arch="x86_64")
+    for python in ("3.7", "3.11", "3.12", "3.13", "3.14"):
+        assert cann(role, python) == pk.cann_requirements(python)
+        assert [w.requirement for w in pk.wheel_requirements(row, python=python)][3:] == cann(role, python)
+    assert cann(role, "3.11")[0] == "numpy>=1.19.2,<2.0" and cann(role, "3.13")[0] == "numpy>=1.19.2"
+    # an inventory's own list gets the same rule
+    assert cann(["numpy<2,>=1.24", "scipy"], "3.13") == ["numpy>=1.24", "scipy"]
+    assert cann(["numpy<2,>=1.24"], "3.12") == ["numpy<2,>=1.24"]
+

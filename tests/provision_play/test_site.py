@@ -35,6 +35,9 @@ def expected(node: str) -> mx.ResolvedStack:
 def fleet(fleet_factory):
     f = fleet_factory(PROFILES, 1)
     f.group_vars = sim_fleet.group_vars(f.packages, STACK, run_dir=f.cluster.run_dir)
+    # This fleet mixes four OSes on purpose (one stack on each): the fleet consistency check rightly
+    # names the odd OS out (CentOS 7.6's glibc 2.17), which is not what these tests judge.
+    f.group_vars["validate_skip"] = sorted({*f.group_vars["validate_skip"], "fleet.os"})
     f.host_vars = sim_fleet.host_vars([vars(n) for n in f.cluster.nodes])
     f.write_inventory(f.group_vars, f.host_vars)
     return f

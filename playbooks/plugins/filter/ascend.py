@@ -140,6 +140,16 @@ def check_failures(report_json: str, hosts, strict: bool = False) -> dict[str, l
     return out
 
 
+def cann_requirements(requirements, python: str | None = None) -> list[str]:
+    """CANN's Python dependencies as python_env installs them for the node's Python: the list given (the
+    role's default is the CANN guide's) with ascend_ready.provision.packages.cann_requirements' rule, the
+    one `ascend-matrix packages` lists by (numpy's < 2.0 cap dropped on Python 3.13+)."""
+    _need_package()
+    from ascend_ready.provision.packages import cann_requirements as for_python
+
+    return for_python(str(python) if python else None, [str(r) for r in requirements])
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -150,4 +160,5 @@ class FilterModule:
             "ascend_npu_product": npu_product,
             "ascend_unhealthy_chips": unhealthy_chips,
             "ascend_check_failures": check_failures,
+            "ascend_cann_requirements": cann_requirements,
         }

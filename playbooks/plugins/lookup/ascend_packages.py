@@ -56,6 +56,16 @@ options:
   manifest: {description: Manifest file name in the source., type: str, default: SHA256SUMS}
   python: {description: "CPython MAJOR.MINOR the wheels must fit (for wheel: terms).", type: str}
   arch: {description: "aarch64 or x86_64 (for wheel: terms).", type: str}
+  glibc:
+    description: "The node's glibc; a manylinux wheel needing a newer one does not fit (empty - any)."
+    type: str
+  fitting_wheels:
+    description:
+      - Add every wheel of the manifest's wheelhouse/ that fits I(python), I(arch) and I(glibc) (pip,
+        installing offline from what is staged, needs what torch and CANN's dependencies require too); of a
+        project a C(wheel:NAME==VERSION) term pins, only that version.
+    type: bool
+    default: false
   cache:
     description: Digest cache file (directory sources).
     type: str
@@ -100,19 +110,29 @@ def _fits(version: str, wanted) -> bool:
         return False
 
 
-def wheel_files(names, project: str, version, python: str | None, arch: str) -> list[str]:
+def _packages():
+    try:
+        from ascend_ready.provision import packages
+    except ImportError as exc:
+        raise AnsibleLookupError(f"ascend_packages needs the ascend_ready package in the controller's Python "
+                                 f"({exc}); run ansible-playbook from its environment") from None
+    return packages
+
+
+def wheel_files(names, project: str, version, python: str | None, arch: str,
+                glibc: str | None = None) -> list[str]:
     """Wheel files among `names` of `project` whose version fits `version` (see _fits) that install on
-    CPython `python` (any if None) on `arch`; pure-Python (py3-none-any) wheels fit every Python and arch."""
+    CPython `python` (any if None) on `arch` with `glibc` (ascend_ready.provision.packages.wheel_fits:
+    the tags pip accepts; pure-Python py3-none-any wheels fit every Python and arch)."""
     dist = project.replace("-", "_").replace(".", "_").lower()
+    fits = _packages().wheel_fits
     out = []
     for name in names:
         base = name.rsplit("/", 1)[-1]
         parts = base[:-4].split("-") if base.endswith(".whl") else []
         if len(parts) < 5 or parts[0].lower().replace(".", "_") != dist or not _fits(parts[1], version):
             continue
-        pys, plats = parts[-3].split("."), parts[-1].split(".")
-        py_ok = python is None or "cp" + str(python).replace(".", "") in pys or "py3" in pys
-        if py_ok and any(p.endswith(arch) or p == "any" for p in plats):
+        if fits(name, python, arch, glibc):
             out.append(name)
     return sorted(out)
 
@@ -132,7 +152,7 @@ def _requirement(text: str):
 
 
 def _expand(names, sums: dict[str, str], where: str, python: str | None, arch: str | None,
-            problems: list[str]) -> list[str]:
+            problems: list[str], glibc: str | None = None, fitting_wheels: bool = False) -> list[str]:
     """Plain names stay; `wheel:REQUIREMENT` becomes the fitting wheel files of the manifest (a
     requirement no wheel satisfies is added to `problems`)."""
     out = []
@@ -144,13 +164,19 @@ def _expand(names, sums: dict[str, str], where: str, python: str | None, arch: s
         project, version = _requirement(text)
         if not project or not arch:
             raise AnsibleLookupError(f"{name}: write wheel:NAME[==VERSION] and give arch=")
-        found = wheel_files(sums, project, version, python, arch)
+        found = wheel_files(sums, project, version, python, arch, glibc)
         if not found:
             which = text if not isinstance(version, str | None) else f"{project} {version or ''}"
             py = f"CPython {python}" if python else "any Python"
             problems.append(f"no {which.strip()} wheel for {py} on {arch} in {where}; add it to wheelhouse/ "
                             f"(`ascend-matrix packages` prints the pip download command) and to the manifest")
         out.extend(found)
+    if fitting_wheels:
+        if not arch:
+            raise AnsibleLookupError("fitting_wheels needs arch=")
+        pins = dict(_requirement(n[len("wheel:"):]) for n in names if n.startswith("wheel:") and "==" in n)
+        out.extend(_packages().node_wheels(sums, python, arch, glibc,
+                                           {k: v for k, v in pins.items() if isinstance(v, str)}))
     return out
 
 
@@ -195,18 +221,14 @@ class _DigestCache:
 
 def stack_terms(stack: dict, requirements: list[str] | None = None, wheels: bool = True) -> list[str]:
     """The files of a resolved stack, as ascend-matrix packages lists them (one list for both)."""
-    try:
-        from ascend_ready.provision.packages import required_files
-    except ImportError as exc:
-        raise AnsibleLookupError(f"ascend_packages needs the ascend_ready package in the controller's Python "
-                                 f"({exc}); run ansible-playbook from its environment") from None
-    terms = required_files(stack, cann=requirements)
+    terms = _packages().required_files(stack, cann=requirements)
     return terms if wheels else [t for t in terms if not t.startswith("wheel:")]
 
 
 def check(names, source: str, manifest_name: str = "SHA256SUMS",
           cache_file: str = "~/.cache/ascend-ready/sha256.json", python: str | None = None,
-          arch: str | None = None) -> tuple[dict[str, str], list[str]]:
+          arch: str | None = None, glibc: str | None = None,
+          fitting_wheels: bool = False) -> tuple[dict[str, str], list[str]]:
     """({name: sha256} of the files that are fine, [every problem]) for `names` in `source`.
 
     A problem names the file and what to do: not in the manifest, missing (with the sha256 expected),
@@ -233,7 +255,7 @@ def check(names, source: str, manifest_name: str = "SHA256SUMS",
                                      f"with `ascend-matrix manifest {source}`") from None
     sums = parse_manifest(text, where)
     problems: list[str] = []
-    names = list(dict.fromkeys(_expand(names, sums, where, python, arch, problems)))
+    names = list(dict.fromkeys(_expand(names, sums, where, python, arch, problems, glibc, fitting_wheels)))
     cache = None if remote else _DigestCache(cache_file)
     out = {}
     try:
@@ -289,7 +311,8 @@ class LookupModule(LookupBase):
                                  self.get_option("wheels"))
         source = str(self.get_option("source"))
         files, problems = check(names, source, self.get_option("manifest"), self.get_option("cache"),
-                                self.get_option("python"), self.get_option("arch"))
+                                self.get_option("python"), self.get_option("arch"),
+                                self.get_option("glibc") or None, self.get_option("fitting_wheels"))
         if self.get_option("problems") == "return":
             return [{"files": files, "problems": problems}]
         if problems:
