@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import time
 
@@ -65,18 +64,9 @@ def model(nodes: int, devices: int, repeat: int) -> dict:
 
 
 def _prepare(c) -> None:
-    """hccn_tool where the driver puts it and every device NIC addressed (sim/harness/fleet.py)."""
-    from ascend_ready.sim import cluster as sim
-    from ascend_ready.sim.harness.fleet import device_nics
+    from ascend_ready.sim.harness.fleet import address_device_nics
 
-    for node in c.nodes:
-        tool = f"/proc/{node.pid}/root/usr/local/bin/hccn_tool"
-        shutil.copy(sim.NODE_TOOLS / "hccn_tool", tool)
-        os.chmod(tool, 0o755)
-        script = "set -e; " + "; ".join(
-            f"hccn_tool -i {n['id']} -ip -s address {n['address']} netmask {n['netmask']}; "
-            f"hccn_tool -i {n['id']} -gateway -s gateway {n['gateway']}" for n in device_nics(node.index, 8))
-        sim.node_exec(node, ["sh", "-c", script], check=True, capture_output=True)
+    address_device_nics(c)
 
 
 def simulated(repeat: int, project_nodes: int) -> dict:

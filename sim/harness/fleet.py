@@ -94,6 +94,22 @@ def device_nics(index: int, devices: int) -> list[dict]:
              "gateway": f"192.168.{d}.1"} for d in range(devices)]
 
 
+def address_device_nics(cluster, devices: int = 8) -> None:
+    """Put hccn_tool where the driver package does and address every device NIC as the hccn role would
+    (device_nics): what a test or bench needs of an unprovisioned cluster to ping across the fabric."""
+    from ascend_ready.sim import cluster as sim
+
+    for node in cluster.nodes:
+        tool = f"/proc/{node.pid}/root/usr/local/bin/hccn_tool"
+        shutil.copy(sim.NODE_TOOLS / "hccn_tool", tool)  # the wrapper the fake driver installs
+        os.chmod(tool, 0o755)
+        script = "set -e; " + "; ".join(
+            f"hccn_tool -i {n['id']} -ip -s address {n['address']} netmask {n['netmask']}; "
+            f"hccn_tool -i {n['id']} -gateway -s gateway {n['gateway']}"
+            for n in device_nics(node.index, devices))
+        sim.node_exec(node, ["sh", "-c", script], check=True, capture_output=True)
+
+
 def run_dir_default() -> Path:
     return Path(os.environ.get("ASCEND_SIM_RUN_DIR", "/run/ascend-sim"))
 

@@ -5,8 +5,6 @@ as the fleet's hccn role does, healthy and with one fault of each kind injected 
 from __future__ import annotations
 
 import fcntl
-import os
-import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -97,7 +95,7 @@ def cluster(sim_host):
     """4 A2 nodes (run dir RUN_DIR): hccn_tool where the driver puts it, device d of node i at
     192.168.d.(10+i)/24 behind 192.168.d.1 (sim/harness/fleet.py device_nics, what the hccn role sets)."""
     from ascend_ready.sim import cluster as sim
-    from ascend_ready.sim.harness.fleet import device_nics
+    from ascend_ready.sim.harness.fleet import address_device_nics
 
     patch = pytest.MonkeyPatch()
     patch.setenv("ASCEND_SIM_RUN_DIR", RUN_DIR)
@@ -106,16 +104,7 @@ def cluster(sim_host):
         try:
             sim.down()
             c = sim.up(4, "a2-ubuntu2204", subnet=SUBNET)
-            for node in c.nodes:
-                # The fake driver package installs this very wrapper (sim/packages/builder.py).
-                tool = f"/proc/{node.pid}/root/usr/local/bin/hccn_tool"
-                shutil.copy(sim.NODE_TOOLS / "hccn_tool", tool)
-                os.chmod(tool, 0o755)
-                script = "set -e; " + "; ".join(
-                    f"hccn_tool -i {n['id']} -ip -s address {n['address']} netmask {n['netmask']}; "
-                    f"hccn_tool -i {n['id']} -gateway -s gateway {n['gateway']}"
-                    for n in device_nics(node.index, 8))
-                sim.node_exec(node, ["sh", "-c", script], check=True, capture_output=True)
+            address_device_nics(c)
             yield c
         finally:
             sim.down()
