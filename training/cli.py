@@ -10,12 +10,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
 import click
 
-from ascend_ready.errors import AscendReadyError, ConfigError
+from ascend_ready.cli_guard import GuardedGroup
+from ascend_ready.errors import ConfigError
 from ascend_ready.training import launch as launch_mod
 from ascend_ready.training.config import TrainConfig, dump_config, load_config
 from ascend_ready.training.metrics import METRICS_FILE, PLOT_FILE, TB_DIR
@@ -23,13 +25,6 @@ from ascend_ready.training.preflight import gate
 
 ALGOS = ("grpo", "ppo", "sft", "rm")
 RESOLVED_CONFIG = "config.yaml"
-
-
-def _fail(exc: AscendReadyError) -> None:
-    click.echo(f"error: {exc.message}", err=True)
-    if exc.hint:
-        click.echo(f"hint: {exc.hint}", err=True)
-    sys.exit(exc.exit_code)
 
 
 def _quiet_libraries() -> None:
@@ -66,7 +61,10 @@ def run_algorithm(algo: str, cfg: TrainConfig, output_dir: Path, resume: bool) -
     from importlib import import_module
 
     from ascend_ready.training.devices import setup_runtime, shutdown
+    from ascend_ready.training.worker_hooks import digest_callback, ensure_node_model, profiled
 
+    if "RANK" in os.environ:
+        ensure_node_model(cfg, output_dir)  # before the ranks wait for rank 0's copy, which may be elsewhere
     rt = setup_runtime(cfg.launch.device, cfg.precision)
     if rt.device_type == "cpu" and cfg.model.tiny is not None and "OMP_NUM_THREADS" not in os.environ:
         import torch
@@ -74,7 +72,11 @@ def run_algorithm(algo: str, cfg: TrainConfig, output_dir: Path, resume: bool) -
         # A tiny model gains nothing from intra-op threads and runs 40x slower when a core is busy elsewhere.
         torch.set_num_threads(1)
     try:
-        return import_module(f"ascend_ready.training.{algo}").train(cfg, rt, output_dir, resume=resume)
+        # GRPO takes extra callbacks: across ranks, each prints its final weights' digest (they must agree)
+        extra = {"extra_callbacks": [digest_callback(rt.rank)]} if algo == "grpo" and rt.distributed else {}
+        with profiled(algo, cfg, rt.device_type, rt.rank):
+            return import_module(f"ascend_ready.training.{algo}").train(cfg, rt, output_dir, resume=resume,
+                                                                        **extra)
     finally:
         shutdown(rt)
 
@@ -91,6 +93,25 @@ def _launch(
     cfg = _apply_flags(load_config(config, overrides), opts)
     out = Path(output_dir or f"runs/{algo}")
     worker = os.environ.get(launch_mod.WORKER_ENV) == "1" or "RANK" in os.environ
+    engine = opts.get("engine") or "trl"
+    if not worker:
+        _plan_gate(algo, cfg, engine)
+    if engine == "verl":
+        from ascend_ready.training import verl_glue
+
+        _report(out.absolute(), verl_glue.launch(algo, cfg, out, skip_preflight=skip_preflight,
+                                                 dry_run=bool(opts.get("dry_run")),
+                                                 log=lambda msg: click.echo(msg, err=True)))
+        return
+    pf = cfg.preflight
+    across_nodes = opts.get("launch_spec") or ((pf.hosts or pf.inventory) and opts.get("node_rank") is None)
+    if not worker and across_nodes:
+        _report(out.absolute(), _launch_across_nodes(algo, cfg, out, resume, skip_preflight, opts))
+        return
+    for flag in ("dry_run", "profile_steps"):
+        if opts.get(flag) and not worker:
+            raise ConfigError(f"--{flag.replace('_', '-')} needs the multi-node launcher",
+                              hint="pass --launch-spec FILE, -i INVENTORY or --hosts")
     if not worker:
         pf = cfg.preflight
         gate(pf.command, pf.hosts, pf.inventory, pf.timeout_s, skip_preflight)
@@ -104,16 +125,56 @@ def _launch(
         os.environ.update(env)
         if cfg.launch.nnodes * cfg.launch.nproc_per_node > 1:
             argv = [algo, "--config", str(out / RESOLVED_CONFIG), "--output-dir", str(out)]
-            cmd = launch_mod.torchrun_command(cfg.launch, argv + (["--resume"] if resume else []))
+            log_dir = out / "logs" / time.strftime("launch-%Y%m%d-%H%M%S")
+            cmd = launch_mod.torchrun_command(cfg.launch, argv + (["--resume"] if resume else []), log_dir)
             click.echo("launch: " + " ".join(cmd), err=True)
             rc = subprocess.call(cmd, env={**os.environ, launch_mod.WORKER_ENV: "1"})
             if rc == 0:
                 _report(out, {"output_dir": str(out)})
+            else:
+                click.echo(launch_mod.explain_failure([log_dir]), err=True, nl=False)
             sys.exit(rc)
     _quiet_libraries()
     summary = run_algorithm(algo, cfg, out, resume)
     if int(os.environ.get("RANK", "0")) == 0 and launch_mod.WORKER_ENV not in os.environ:
         _report(out, summary)
+
+
+def _plan_gate(algo: str, cfg: TrainConfig, engine: str) -> None:
+    """Refuse a job whose memory plan is over the device limit, before any node is touched."""
+    from ascend_ready.training.memory_plan import GIB, launch_gate
+
+    plan = launch_gate(cfg, algo, engine=engine)
+    if plan is not None:
+        click.echo(f"memory plan: peak {plan.peak_bytes / GIB:.1f} of "
+                   f"{plan.device.budget_bytes / GIB:.1f} GiB "
+                   f"per device on {plan.layout.describe()}", err=True)
+
+
+def _launch_across_nodes(algo: str, cfg: TrainConfig, out: Path, resume: bool, skip_preflight: bool,
+                         opts: dict) -> dict:
+    """`--launch-spec`, or `-i`/`--hosts` without `--node-rank`: the job on every node, from here."""
+    from ascend_ready.checks.transport import FanoutOptions
+    from ascend_ready.training import multinode
+
+    pf = cfg.preflight
+    fanout = FanoutOptions(known_hosts_file=opts.get("known_hosts"), ssh_config_file=opts.get("ssh_config"),
+                           connect_timeout_s=opts.get("connect_timeout") or 10.0)
+    options = multinode.LaunchOptions(
+        launch_spec=opts.get("launch_spec"), inventory=pf.inventory, hosts=list(pf.hosts),
+        skip_preflight=skip_preflight, dry_run=bool(opts.get("dry_run")), python=opts.get("python"),
+        set_env=opts.get("set_env") or multinode.DEFAULT_SET_ENV, numa_bind=not opts.get("no_numa_bind"),
+        profile_steps=multinode.parse_profile_steps(opts.get("profile_steps")),
+        master_addr=opts.get("master_addr"), master_port=opts.get("master_port"),
+        node_output_dir=opts.get("node_output_dir"),
+        nproc_per_node=opts.get("nproc_per_node"), nnodes=opts.get("nnodes"), fanout=fanout,
+        preflight_command=pf.command, preflight_timeout_s=pf.timeout_s,
+        log=lambda msg: click.echo(msg, err=True),
+    )
+    summary = multinode.launch(algo, cfg, out, resume=resume, opts=options)
+    if summary.get("dry_run"):
+        sys.exit(0)
+    return summary
 
 
 def _report(out: Path, summary: dict) -> None:
@@ -140,9 +201,11 @@ def _algo_command(algo: str, help_text: str):
         "--resume", is_flag=True, help="Continue from the newest committed checkpoint in the output dir."
     )
     @click.option(
-        "--hosts", help="Comma-separated nodes for the preflight (default: config, else this node)."
+        "--hosts",
+        help="Comma-separated nodes: preflight them, then train on all of them over SSH (with --node-rank: "
+        "the preflight only, and this node trains) [default: config, else this node].",
     )
-    @click.option("-i", "--inventory", help="Ansible inventory for the preflight.")
+    @click.option("-i", "--inventory", help="Ansible inventory: its hosts, as for --hosts.")
     @click.option("--preflight-command", help="ascend-check executable [default: next to this Python].")
     @click.option(
         "--skip-preflight", is_flag=True, help="Start without validating the nodes (logged loudly)."
@@ -155,17 +218,36 @@ def _algo_command(algo: str, help_text: str):
     @click.option("--master-addr", help="Address of node 0.")
     @click.option("--master-port", type=int, help="Rendezvous port on node 0.")
     @click.option("--device", type=click.Choice(["auto", "npu", "cuda", "cpu"]), help="Force a device kind.")
+    @click.option("--engine", type=click.Choice(["trl", "verl"]), default="trl",
+                  help="trl: our entrypoints under torchrun; verl (grpo, ppo): verl's trainer (Ray).")
+    @click.option(
+        "--launch-spec",
+        type=click.Path(dir_okay=False),
+        help="Train on every host this spec (ascend-check --launch-spec) lets start, over SSH. -i/--hosts "
+        "without --node-rank do the same after a preflight.",
+    )
+    @click.option("--dry-run", is_flag=True, help="Print each host's exact command and environment only.")
+    @click.option("--python", help="Interpreter on the nodes [default: spec/inventory, else this path].")
+    @click.option("--set-env", help="CANN set_env.sh sourced on the nodes [default: the toolkit's].")
+    @click.option(
+        "--node-output-dir",
+        help="The output dir as the nodes see it, where a shared filesystem is mounted elsewhere on them "
+        "[default: the --output-dir path].",
+    )
+    @click.option("--no-numa-bind", is_flag=True, help="Do not bind each rank to its NPU's NUMA node.")
+    @click.option("--profile-steps", metavar="A:B", help="Profiler trace of steps A..B on every rank.")
+    @click.option("--ssh-config", type=click.Path(dir_okay=False), help="ssh_config for reaching the nodes.")
+    @click.option("--known-hosts", type=click.Path(dir_okay=False), help="known_hosts of the nodes.")
+    @click.option("--connect-timeout", type=float, help="Seconds to wait for each SSH connection [10].")
     @click.argument("overrides", nargs=-1)
     def command(**kw):
-        try:
-            _launch(algo, **kw)
-        except AscendReadyError as exc:
-            _fail(exc)
+        _launch(algo, **kw)
 
     return command
 
 
 @click.group(
+    cls=GuardedGroup,
     epilog="Exit codes: 0 done; 1 training refused or stopped (failed preflight, NaN/inf loss, out of "
     "memory); "
     "2 bad config or usage; anything else comes from torchrun or a crashed worker.",
@@ -182,6 +264,46 @@ main.add_command(_algo_command("sft", "Supervised fine-tuning on prompt/completi
 main.add_command(_algo_command("rm", "Reward-model training on chosen/rejected pairs (TRL RewardTrainer)."))
 
 
+@main.command("plan", context_settings={"show_default": True})
+@click.option("--config", "-c", required=True, help="YAML file, or a bundled config name.")
+@click.option("--algorithm", "-a", type=click.Choice(ALGOS), default="grpo")
+@click.option("--engine", type=click.Choice(["trl", "verl"]), default="trl")
+@click.option("--nodes", type=int, help="Nodes to plan for [default: launch.nnodes].")
+@click.option("--profile", help="Hardware profile name or file [default: atlas-800t-a2].")
+@click.option("--strategy", type=click.Choice(["zero", "fsdp", "megatron"]),
+              help="Sharding [default: zero for trl; fsdp for verl, megatron with --tp/--pp/--ep].")
+@click.option("--tp", type=int, default=1, help="Tensor parallel size (megatron).")
+@click.option("--pp", type=int, default=1, help="Pipeline parallel size (megatron).")
+@click.option("--ep", type=int, default=1, help="Expert parallel size (megatron, MoE).")
+@click.option("--rollout-tp", type=int, help="Rollout tensor parallel size [default: smallest that fits].")
+@click.option("--model-config", type=click.Path(dir_okay=False), help="The model's config.json.")
+@click.option("--hbm-gb", type=float, help="Device memory in GB, instead of the profile's.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.argument("overrides", nargs=-1)
+def plan_cmd(config: str, algorithm: str, engine: str, fmt: str, overrides: tuple[str, ...], **kw) -> None:
+    """What the job needs per device (weights, gradients, optimizer, activations, KV cache) against the
+    profile's HBM limit; exit 1 when it does not fit, naming the smallest fleet and layout that does."""
+    from ascend_ready.errors import TrainingError
+    from ascend_ready.training import memory_plan as mp
+
+    cfg = load_config(config, overrides)
+    plan, model, work = mp.plan_for_config(cfg, algorithm, engine=engine, **kw)
+    best = None if plan.fits else mp.smallest_fleet(model, work, plan.device, engine=plan.engine,
+                                                    base=plan.layout)
+    if fmt == "json":
+        fleet = best.as_dict() if best else None
+        click.echo(json.dumps({**plan.as_dict(), "smallest_fleet": fleet}, indent=1))
+    else:
+        click.echo(mp.format_plan(plan))
+        if best is not None:
+            click.echo("\nsmallest fleet that fits:\n" + mp.format_plan(best))
+    if not plan.fits:
+        try:
+            mp.check_plan(plan, model, work)
+        except TrainingError as exc:
+            raise exc from None
+
+
 @main.command("schema")
 def schema_cmd() -> None:
     """Print the JSON Schema of the training config (every field with its description)."""
@@ -194,14 +316,11 @@ def schema_cmd() -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 def tiny_model_cmd(directory: str, architecture: str, seed: int) -> None:
     """Write a tiny random Qwen model and its character tokenizer to DIRECTORY."""
-    try:
-        _quiet_libraries()
-        from ascend_ready.training.config import TinyModelConfig
-        from ascend_ready.training.models import build_tiny_model
+    _quiet_libraries()
+    from ascend_ready.training.config import TinyModelConfig
+    from ascend_ready.training.models import build_tiny_model
 
-        click.echo(build_tiny_model(directory, TinyModelConfig(architecture=architecture), seed=seed))
-    except AscendReadyError as exc:
-        _fail(exc)
+    click.echo(build_tiny_model(directory, TinyModelConfig(architecture=architecture), seed=seed))
 
 
 @main.command("plot")
@@ -212,7 +331,7 @@ def plot_cmd(run_dir: str) -> None:
 
     png = plot_metrics(Path(run_dir) / METRICS_FILE, Path(run_dir) / PLOT_FILE)
     if png is None:
-        _fail(ConfigError(f"{run_dir}/{METRICS_FILE} has nothing to plot"))
+        raise ConfigError(f"{run_dir}/{METRICS_FILE} has nothing to plot")
     click.echo(png)
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
-from ascend_ready.errors import ConfigError
+from ascend_ready.errors import AscendReadyError, ConfigError
 from ascend_ready.training.config import LaunchConfig
 
 # Set by the launcher for its workers: the gate already ran (or was skipped loudly) for this job.
@@ -56,10 +57,24 @@ def hccl_env(launch: LaunchConfig, environ: dict[str, str] | None = None) -> dic
     return {k: environ.get(k, v) for k, v in want.items()}
 
 
-def torchrun_command(launch: LaunchConfig, argv: list[str]) -> list[str]:
-    """torchrun for this node, re-running the same ascend-train command line in every worker."""
+def torchrun_command(
+    launch: LaunchConfig,
+    argv: list[str],
+    log_dir: Path | None = None,
+    *,
+    python: str | None = None,
+    module: str = "ascend_ready.training.cli",
+) -> list[str]:
+    """torchrun for this node, re-running the same ascend-train command line in every worker.
+
+    With `log_dir`, every worker's stdout and stderr is also written to
+    <log_dir>/<run id>/attempt_<n>/<local rank>/{stdout,stderr}.log (`--tee`), for `explain_failure`.
+    `python` is the interpreter on the node (default: this one); `module` the workers' entry point
+    (the multi-node launcher puts the NUMA-binding wrapper, ascend_ready.training.numa, in front).
+    """
+    logs = [f"--log-dir={log_dir}", "--tee=3"] if log_dir is not None else []
     return [
-        sys.executable,
+        python or sys.executable,
         "-m",
         "torch.distributed.run",
         f"--nnodes={launch.nnodes}",
@@ -67,10 +82,26 @@ def torchrun_command(launch: LaunchConfig, argv: list[str]) -> list[str]:
         f"--node-rank={launch.node_rank}",
         f"--master-addr={launch.master_addr}",
         f"--master-port={launch.master_port}",
+        *logs,
         "-m",
-        "ascend_ready.training.cli",
+        module,
         *argv,
     ]
+
+
+def explain_failure(paths: list[Path]) -> str:
+    """Why a job failed: the known error signatures in its logs (ascend-check diagnose), as text.
+
+    Read locally; nothing is sent anywhere. A diagnosis that cannot run says so instead of raising.
+    """
+    from ascend_ready.checks.diagnose import diagnose_paths, render_text
+
+    try:
+        report = diagnose_paths(paths)
+    except AscendReadyError as exc:
+        return f"diagnose: {exc.message}\n"
+    where = " ".join(str(p) for p in paths)
+    return f"diagnose ({where}): " + render_text(report)
 
 
 def check_visible_devices(nproc_per_node: int, device: str) -> str | None:

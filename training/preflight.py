@@ -118,10 +118,15 @@ def gate(
         return
     where = f"inventory {inventory}" if inventory else (", ".join(hosts) if hosts else "the local node")
     log(f"preflight: ascend-check on {where}")
-    result = run_preflight(command, hosts, inventory, timeout_s)
+    require_pass(run_preflight(command, hosts, inventory, timeout_s))
+    log("preflight: passed")
+
+
+def require_pass(result: PreflightResult) -> Report:
+    """The report of a passing preflight; TrainingError (exit 1) listing the failures otherwise. The
+    single-node gate and the multi-node launcher (which builds its launch spec from the report) share it."""
     if result.exit_code == 0 and result.report is not None:
-        log("preflight: passed")
-        return
+        return result.report
     # An exit 0 without a readable report is no pass: the gate would be passing what it did not read.
     kind = KINDS.get(result.exit_code, f"exit code {result.exit_code}")
     lines = failed_checks(result.report) if result.report is not None else []

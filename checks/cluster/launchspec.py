@@ -7,21 +7,28 @@ like the report (`ascend-check schema launch-spec`); a newer version keeps readi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
+
+if TYPE_CHECKING:
+    from ascend_ready.checks.report import Report
+    from ascend_ready.checks.snapshot import HostSnapshot
+    from ascend_ready.checks.transport import Target
 
 __all__ = [
     "LAUNCH_SPEC_SCHEMA_VERSION",
     "LaunchSpec",
     "LaunchSpecHost",
     "LaunchSpecRefused",
+    "healthy_devices",
     "load_launch_spec",
+    "spec_from_report",
 ]
 
 LAUNCH_SPEC_SCHEMA_VERSION = 1
@@ -54,10 +61,29 @@ class LaunchSpecHost(_Model):
     nic: str | None = Field(None, description="host NIC with the route to the master (HCCL_SOCKET_IFNAME)")
     ip: str | None = Field(None, description="this node's address on that NIC (HCCL_IF_IP)")
     fingerprint: dict[str, str] = Field(default_factory=dict, description="versions and settings as read")
+    ssh_port: int | None = Field(None, description="SSH port (None: ssh_config, else 22)")
+    ssh_user: str | None = Field(None, description="SSH login user (None: ssh_config, else the local user)")
+    ssh_key_file: str | None = Field(None, description="SSH identity file on the controller")
+    known_hosts_file: str | None = Field(None, description="known_hosts file to verify the host key against")
+    proxy_jump: str | None = Field(None, description="ProxyJump hops, as in ssh_config")
+    training_user: str | None = Field(
+        None, description="user the job runs as, where the inventory names one (None: the SSH user)"
+    )
+    python: str | None = Field(
+        None, description="the training venv's interpreter on the node, where the inventory names one"
+    )
 
     @property
     def startable(self) -> bool:
         return self.verdict in STARTABLE
+
+    def target(self, name: str) -> Target:
+        """How to reach this host over SSH (unset fields fall back to ssh_config, as for ascend-check)."""
+        from ascend_ready.checks.transport import Target
+
+        return Target(name=name, address=self.address, port=self.ssh_port, user=self.ssh_user,
+                      key_file=self.ssh_key_file, known_hosts_file=self.known_hosts_file,
+                      proxy_jump=self.proxy_jump)
 
 
 class LaunchSpec(_Model):
@@ -72,6 +98,9 @@ class LaunchSpec(_Model):
     hosts: dict[str, LaunchSpecHost] = Field(default_factory=dict, description="inventory name -> node")
     fleet_deviations: list[str] = Field(default_factory=list, description="fleet.* findings, one line each")
     rank_table: dict | None = Field(None, description="HCCL rank table (hccl.json) of the healthy devices")
+    checked: bool = Field(
+        True, description="False: made without a preflight (--skip-preflight); no host was validated"
+    )
 
     @property
     def expires_at(self) -> datetime:
@@ -97,7 +126,8 @@ class LaunchSpec(_Model):
             raise LaunchSpecRefused(f"no host of the launch spec passed the preflight: {bad}",
                                     hint="fix the failed checks (ascend-check list shows each fix), then "
                                          "run the preflight again")
-        if self.master_addr and self.master_addr not in {h.address for h in hosts.values()} | set(hosts):
+        addresses = {h.address for h in hosts.values()} | {h.ip for h in hosts.values() if h.ip} | set(hosts)
+        if self.master_addr and self.master_addr not in addresses:
             raise LaunchSpecRefused(f"the master {self.master_addr} is not a host that passed the preflight",
                                     hint="make the spec again, or name another --master")
         return hosts
@@ -142,3 +172,102 @@ def load_launch_spec(path: str | Path) -> LaunchSpec:
                           f"this ascend-ready reads up to {LAUNCH_SPEC_SCHEMA_VERSION}",
                           hint="upgrade ascend-ready on the controller")
     return spec
+
+
+#: verdict of a host, worst last: unreachable beats every check result
+_VERDICT_ORDER: tuple[str, ...] = ("pass", "warn", "error", "fail", "unreachable")
+
+
+def spec_from_report(
+    report: Report | None,
+    targets: Sequence[Target],
+    *,
+    master_addr: str,
+    routes: Mapping[str, str],
+    addrs: Mapping[str, str] | None = None,
+    master_port: int = 29500,
+    devices: Mapping[str, tuple[list[int], dict[str, str]]] | None = None,
+    fingerprints: Mapping[str, Mapping[str, str]] | None = None,
+    training: Mapping[str, tuple[str | None, str | None]] | None = None,
+    valid_s: int = 3600,
+    profile: str | None = None,
+) -> LaunchSpec:
+    """The launch spec of `targets` as the preflight `report` judged them (None: not judged, made for
+    --skip-preflight: every reachable host is `warn` and the spec says `checked: false`).
+
+    Each host's NIC and address are those of its route to the master: `routes[name]` is the output of
+    `ip -o route get MASTER_ADDR` on it; on the master itself that route is local (through `lo`), so
+    the NIC is the one `addrs[name]` (`ip -o addr show to MASTER_ADDR`) shows holding the address.
+    `devices[name]` is (healthy device ids, excluded id -> reason), e.g. from `healthy_devices`;
+    `training[name]` the (training user, interpreter) where the inventory names them.
+    """
+    from ascend_ready.checks.parsers.ip_route import parse_ip_addr, parse_ip_route_get
+
+    addrs, devices, fingerprints, training = addrs or {}, devices or {}, fingerprints or {}, training or {}
+    judged = {h.name: h for h in report.hosts} if report is not None else {}
+    hosts: dict[str, LaunchSpecHost] = {}
+    for t in targets:
+        status = judged.get(t.name)
+        failed: list[str] = []
+        if report is None:
+            verdict = "warn"
+        elif status is None:
+            verdict, failed = "error", ["(the host is not in the preflight report)"]
+        elif not status.reachable:
+            verdict = "unreachable"
+        else:
+            mine = [r for r in report.results if r.host == t.name and r.status != "skip"]
+            verdict = max((r.status for r in mine), key=_VERDICT_ORDER.index, default="error")
+            failed = [r.check_id for r in mine if r.status in ("fail", "error")]
+            if not mine:
+                failed = ["(no check judged the host)"]
+        nic = ip = None
+        if t.name in routes:
+            route = parse_ip_route_get(routes[t.name])
+            nic, ip = route.dev, route.src
+            if route.is_local:
+                held = parse_ip_addr(addrs[t.name]).holding(master_addr) if t.name in addrs else None
+                if held is None:
+                    raise ConfigError(f"{t.name}: the master address {master_addr} is local, but no NIC "
+                                      "holds it in `ip -o addr show`",
+                                      hint="give the master's address on its cluster network")
+                nic, ip = held.dev, held.address
+        healthy, excluded = devices.get(t.name, ([], {}))
+        user, python = training.get(t.name, (None, None))
+        hosts[t.name] = LaunchSpecHost(
+            address=t.address or t.name, verdict=verdict, failed_checks=failed, devices=list(healthy),
+            excluded_devices=sorted(int(d) for d in excluded), exclusion_reasons=dict(excluded),
+            nic=nic, ip=ip, fingerprint=dict(fingerprints.get(t.name, {})), ssh_port=t.port,
+            ssh_user=t.user, ssh_key_file=t.key_file, known_hosts_file=t.known_hosts_file,
+            proxy_jump=t.proxy_jump, training_user=user, python=python,
+        )
+    return LaunchSpec(
+        tool_version=report.tool_version if report is not None else "",
+        valid_s=valid_s, profile=profile or (report.profile if report is not None else None) or None,
+        tier=report.tier if report is not None else "quick", master_addr=master_addr,
+        master_port=master_port, hosts=hosts, checked=report is not None,
+    )
+
+
+def healthy_devices(host: HostSnapshot) -> tuple[list[int], dict[str, str]]:
+    """(device ids of the chips `npu-smi info` shows healthy, excluded id -> why) from a host snapshot.
+
+    Device ids are logical, as ASCEND_RT_VISIBLE_DEVICES counts them: the table's Device column where it
+    has one (310/310P), else the chips' position in NPU then chip order.
+    A host whose table was not read has no known-good device: ([], {}) with nothing claimed.
+    """
+    from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
+
+    result = host.probes.get("npu-smi-info")
+    if result is None or result.rc != 0 or not result.stdout.strip():
+        return [], {}
+    info = parse_npu_smi_info(result.stdout)
+    healthy, excluded = [], {}
+    chips = [(npu.id, chip) for npu in info.npus for chip in npu.chips]
+    for index, (npu_id, chip) in enumerate(sorted(chips, key=lambda c: (c[0], c[1].chip_id))):
+        device = chip.device_id if chip.device_id is not None else index  # 310P prints its Device column
+        if chip.health == "OK":
+            healthy.append(device)
+        else:
+            excluded[str(device)] = f"NPU {npu_id} chip {chip.chip_id} health {chip.health} in npu-smi info"
+    return healthy, excluded

@@ -1,0 +1,151 @@
+"""NUMA binding of each rank to its NPU's node, as field guides do by hand with `numactl`: which node
+an NPU hangs off (its CPU affinity in `npu-smi info -t topo`, mapped onto the node CPU lists in sysfs),
+and the per-rank wrapper torchrun starts, which binds the worker and then becomes it.
+
+    python -m ascend_ready.training.numa ARGS...   (torchrun's worker module; ARGS go to the CLI)
+
+reads LOCAL_RANK and ASCEND_TRAIN_NUMA (one NUMA node per local rank, `-` for none), says the binding,
+then execs `numactl --cpunodebind=N --membind=N python -m ascend_ready.training.cli ARGS` (or, without
+numactl, binds the CPUs itself with sched_setaffinity; memory then follows first touch).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+
+NUMA_ENV = "ASCEND_TRAIN_NUMA"
+CLI_MODULE = "ascend_ready.training.cli"
+#: what the node probe prints for the NUMA node CPU lists (`grep -H . .../node*/cpulist`)
+NODE_CPULISTS = "/sys/devices/system/node/node*/cpulist"
+_NODE_LINE = re.compile(r"^/sys/devices/system/node/node(\d+)/cpulist:(.*)$")
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """`0-23,48-71` (the kernel's cpulist format, also npu-smi's affinity) -> the CPU numbers."""
+    cpus: set[int] = set()
+    for part in (p.strip() for p in text.strip().split(",")):
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"not a CPU list: {text.strip()!r}")
+        cpus.update(range(int(lo), int(hi if sep else lo) + 1))
+    return cpus
+
+
+def parse_node_cpulists(text: str) -> dict[int, set[int]]:
+    """Output of `grep -H . /sys/devices/system/node/node*/cpulist` -> NUMA node -> its CPUs."""
+    nodes = {}
+    for line in text.splitlines():
+        m = _NODE_LINE.match(line.strip())
+        if m:
+            nodes[int(m[1])] = parse_cpulist(m[2])
+    return nodes
+
+
+@dataclass(frozen=True)
+class RankBinding:
+    """The NUMA node of one local rank's NPU, or None with the reason it is not bound."""
+
+    local_rank: int
+    device: int | None
+    node: int | None
+    cpus: str = ""
+    reason: str = ""
+
+    def describe(self) -> str:
+        dev = f"NPU {self.device}" if self.device is not None else "no NPU"
+        if self.node is None:
+            return f"local rank {self.local_rank} ({dev}): not bound: {self.reason}"
+        return (f"local rank {self.local_rank} ({dev}): NUMA node {self.node}, CPUs {self.cpus} "
+                f"(numactl --cpunodebind={self.node} --membind={self.node})")
+
+
+def node_of(cpus: set[int], nodes: dict[int, set[int]]) -> int | None:
+    """The NUMA node holding most of `cpus` (an NPU's affinity lies within one node on every host seen)."""
+    best = max(nodes, key=lambda n: (len(nodes[n] & cpus), -n), default=None)
+    return best if best is not None and nodes[best] & cpus else None
+
+
+def rank_bindings(devices: list[int], nproc: int, topo_text: str | None, nodes_text: str | None
+                  ) -> list[RankBinding]:
+    """Local rank i runs on the i-th visible device; its node is where that NPU's CPU affinity lies.
+
+    `topo_text` is `npu-smi info -t topo` (None: not available), `nodes_text` the sysfs node CPU lists.
+    Every rank without a known node says why, so the binding shown per rank is never a guess.
+    """
+    from ascend_ready.checks.parsers.npu_smi_topo import parse_npu_smi_topo
+    from ascend_ready.errors import ParseError
+
+    def unbound(reason: str) -> list[RankBinding]:
+        return [RankBinding(i, devices[i] if i < len(devices) else None, None, reason=reason)
+                for i in range(nproc)]
+
+    if not devices:
+        return unbound("no NPU is assigned to it (a CPU job, or the spec lists no healthy devices)")
+    if not topo_text:
+        return unbound("`npu-smi info -t topo` is not available on the node")
+    try:
+        topo = parse_npu_smi_topo(topo_text)
+    except ParseError as exc:
+        return unbound(f"`npu-smi info -t topo` could not be read: {exc.message}")
+    nodes = parse_node_cpulists(nodes_text or "")
+    if len(nodes) < 2:
+        return unbound(f"the node has {len(nodes) or 'no'} NUMA node(s) in sysfs: nothing to choose")
+    out = []
+    for i in range(nproc):
+        device = devices[i] if i < len(devices) else None
+        label = next((d for d in topo.devices if d in (f"NPU{device}", f"Phy-ID{device}")), None)
+        affinity = topo.cpu_affinity.get(label, "") if label else ""
+        if device is None or not affinity or affinity == "NA":
+            out.append(RankBinding(i, device, None, reason="npu-smi prints no CPU affinity for it"))
+            continue
+        node = node_of(parse_cpulist(affinity), nodes)
+        if node is None:
+            out.append(RankBinding(i, device, None, reason=f"its affinity {affinity} is in no NUMA node"))
+            continue
+        out.append(RankBinding(i, device, node, cpus=affinity))
+    return out
+
+
+def encode(bindings: list[RankBinding]) -> str:
+    """ASCEND_TRAIN_NUMA: the node of each local rank, `-` where unbound (`3,3,0,0,-`)."""
+    return ",".join("-" if b.node is None else str(b.node) for b in bindings)
+
+
+def _node_cpus(node: int) -> set[int]:
+    with open(f"/sys/devices/system/node/node{node}/cpulist") as fh:
+        return parse_cpulist(fh.read())
+
+
+def worker_argv(args: list[str], environ: dict[str, str]) -> tuple[list[str], str]:
+    """(the argv this wrapper execs, the line it prints) for this local rank."""
+    local_rank = int(environ.get("LOCAL_RANK", "0"))
+    rank = environ.get("RANK", "?")
+    nodes = environ.get(NUMA_ENV, "").split(",")
+    node = nodes[local_rank] if local_rank < len(nodes) else "-"
+    plain = [sys.executable, "-u", "-m", CLI_MODULE, *args]
+    if node in ("-", ""):
+        return plain, f"numa: rank {rank} (local {local_rank}): not bound"
+    numactl = shutil.which("numactl")
+    if numactl:
+        return ([numactl, f"--cpunodebind={node}", f"--membind={node}", *plain],
+                f"numa: rank {rank} (local {local_rank}): numactl --cpunodebind={node} --membind={node}")
+    cpus = _node_cpus(int(node))
+    os.sched_setaffinity(0, cpus)  # inherited through exec; memory follows first touch on those CPUs
+    return plain, (f"numa: rank {rank} (local {local_rank}): CPUs of NUMA node {node} "
+                   f"({len(cpus)} CPUs; numactl is not installed, memory is not bound)")
+
+
+def main() -> None:
+    argv, line = worker_argv(sys.argv[1:], dict(os.environ))
+    print(line, file=sys.stderr, flush=True)
+    os.execv(argv[0], argv)
+
+
+if __name__ == "__main__":
+    main()

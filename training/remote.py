@@ -1,0 +1,525 @@
+"""Sessions to the nodes of a multi-node job (SSH through checks/transport.py, or this machine itself)
+and the loop that runs a job on them: every node's output streamed with its host prefix and kept per node,
+heartbeats to each node's guard, and on the first failure, a lost node or Ctrl-C, a bounded stop everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import stat
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from ascend_ready.checks.transport import FanoutOptions, Target
+from ascend_ready.errors import HostUnreachable
+from ascend_ready.training.node_guard import PREFIX as GUARD_PREFIX
+
+__all__ = [
+    "JobResult",
+    "LocalSession",
+    "NodeOutcome",
+    "Session",
+    "first_error",
+    "open_sessions",
+    "root_cause",
+    "run_job",
+]
+
+#: seconds between the controller's heartbeats; the controller counts a node lost after LOST_AFTER_S
+#: without its guard's acknowledgement
+HEARTBEAT_S = 2.0
+LOST_AFTER_S = 20.0
+#: what the controller waits, in all, for every node to confirm a stop (the guards' TERM -> KILL grace
+#: is GRACE_S of it)
+GRACE_S = 10.0
+STOP_WAIT_S = GRACE_S + 20.0
+
+
+class Remote:
+    """A command running on a node: poll for output, send to its stdin, close."""
+
+    def poll(self) -> tuple[bytes, bytes, int | None, str | None]:  # out, err, exit code, lost reason
+        raise NotImplementedError
+
+    def send(self, data: bytes) -> bool:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class Session:
+    """One node's connection: capture a short command, start a long one, copy files."""
+
+    name: str
+
+    def capture(self, command: str, timeout_s: float) -> tuple[int, str]:
+        raise NotImplementedError
+
+    def start(self, command: str) -> Remote:
+        raise NotImplementedError
+
+    def put_file(self, local: Path, remote: str) -> None:
+        raise NotImplementedError
+
+    def exists(self, remote: str) -> bool:
+        raise NotImplementedError
+
+    def walk(self, remote: str) -> list[str]:
+        """Paths of the files under `remote` (relative), [] when it does not exist."""
+        raise NotImplementedError
+
+    def get_file(self, remote: str, local: Path) -> None:
+        raise NotImplementedError
+
+
+class LocalRemote(Remote):
+    def __init__(self, command: str):
+        import subprocess
+
+        # exec: the PID is the command's own (the node guard's, once its shell execs it), as over SSH
+        self.proc = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            os.set_blocking(stream.fileno(), False)
+
+    @staticmethod
+    def _drain(stream) -> bytes:
+        chunks = []
+        while True:
+            try:
+                data = os.read(stream.fileno(), 1 << 16)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        return b"".join(chunks)
+
+    def poll(self):
+        rc = self.proc.poll()  # first: output read after it is all the output there is
+        out, err = self._drain(self.proc.stdout), self._drain(self.proc.stderr)
+        return out, err, (rc if not out and not err else None), None
+
+    def send(self, data: bytes) -> bool:
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, ValueError, OSError):
+            return False
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.close()
+
+
+class LocalSession(Session):
+    """The controller itself as a node (`--hosts local`, and the tests of the launch machinery)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def capture(self, command: str, timeout_s: float) -> tuple[int, str]:
+        import subprocess
+
+        try:
+            p = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True,
+                               timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            return 124, ""
+        return p.returncode, p.stdout + p.stderr
+
+    def start(self, command: str) -> Remote:
+        return LocalRemote(command)
+
+    def put_file(self, local: Path, remote: str) -> None:
+        Path(remote).parent.mkdir(parents=True, exist_ok=True)
+        if Path(local).resolve() != Path(remote).resolve():
+            shutil.copyfile(local, remote)
+
+    def exists(self, remote: str) -> bool:
+        return Path(remote).exists()
+
+    def walk(self, remote: str) -> list[str]:
+        root = Path(remote)
+        if not root.is_dir():
+            return []
+        return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+    def get_file(self, remote: str, local: Path) -> None:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(remote, local)
+
+
+class SshRemote(Remote):
+    def __init__(self, client, command: str):
+        self.transport = client.get_transport()
+        self.chan = self.transport.open_session(timeout=10)
+        self.chan.settimeout(5.0)  # sends to a node that stopped reading must not hang the controller
+        self.chan.exec_command(command)
+
+    def poll(self):
+        chan = self.chan
+        out = chan.recv(1 << 16) if chan.recv_ready() else b""
+        err = chan.recv_stderr(1 << 16) if chan.recv_stderr_ready() else b""
+        if out or err:
+            return out, err, None, None
+        if chan.exit_status_ready():
+            return b"", b"", chan.recv_exit_status(), None
+        if not self.transport.is_active():
+            return b"", b"", None, "the SSH connection dropped"
+        if chan.closed:
+            return b"", b"", None, "the SSH channel closed without an exit status"
+        return b"", b"", None, None
+
+    def send(self, data: bytes) -> bool:
+        try:
+            self.chan.sendall(data)
+            return True
+        except Exception:  # socket.timeout, EOFError, paramiko.SSHException: the channel is gone
+            return False
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.chan.close()
+
+
+class SshSession(Session):
+    def __init__(self, name: str, client):
+        self.name, self.client = name, client
+        self._sftp = None
+        client.get_transport().set_keepalive(5)
+
+    @property
+    def sftp(self):
+        if self._sftp is None:
+            self._sftp = self.client.open_sftp()
+            self._sftp.get_channel().settimeout(60.0)  # a node gone mid-copy fails the copy, not the run
+        return self._sftp
+
+    def capture(self, command: str, timeout_s: float) -> tuple[int, str]:
+        chan = self.client.get_transport().open_session(timeout=10)
+        chan.set_combine_stderr(True)
+        chan.exec_command(command)
+        chan.shutdown_write()
+        deadline, chunks = time.monotonic() + timeout_s, []
+        while time.monotonic() < deadline:
+            if chan.recv_ready():
+                chunks.append(chan.recv(1 << 16))
+            elif chan.exit_status_ready():
+                while chan.recv_ready():
+                    chunks.append(chan.recv(1 << 16))
+                return chan.recv_exit_status(), b"".join(chunks).decode(errors="replace")
+            else:
+                time.sleep(0.02)
+        chan.close()
+        return 124, b"".join(chunks).decode(errors="replace")
+
+    def start(self, command: str) -> Remote:
+        return SshRemote(self.client, command)
+
+    def _mkdirs(self, remote: str) -> None:
+        parts = PurePosixPath(remote).parts
+        for i in range(2, len(parts) + 1):
+            path = str(PurePosixPath(*parts[:i]))
+            try:
+                self.sftp.stat(path)
+            except OSError:
+                self.sftp.mkdir(path)
+
+    def put_file(self, local: Path, remote: str) -> None:
+        # Aside, then renamed: where `remote` is `local` after all (a share not detected), a put straight
+        # onto it would truncate the very file it reads.
+        self._mkdirs(str(PurePosixPath(remote).parent))
+        aside = f"{remote}.ascend-train-{secrets.token_hex(4)}"
+        self.sftp.put(str(local), aside)
+        self.sftp.posix_rename(aside, remote)
+
+    def exists(self, remote: str) -> bool:
+        try:
+            self.sftp.stat(remote)
+            return True
+        except OSError:
+            return False
+
+    def walk(self, remote: str) -> list[str]:
+        out: list[str] = []
+
+        def visit(rel: str) -> None:
+            try:
+                entries = self.sftp.listdir_attr(f"{remote}/{rel}" if rel else remote)
+            except OSError:
+                return
+            for e in entries:
+                sub = f"{rel}/{e.filename}" if rel else e.filename
+                if stat.S_ISDIR(e.st_mode or 0):
+                    visit(sub)
+                elif stat.S_ISREG(e.st_mode or 0):
+                    out.append(sub)
+
+        visit("")
+        return sorted(out)
+
+    def get_file(self, remote: str, local: Path) -> None:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        self.sftp.get(remote, str(local))
+
+
+@contextlib.contextmanager
+def open_sessions(targets: Sequence[Target], options: FanoutOptions) -> Iterator[dict[str, Session]]:
+    """A session per target, opened in parallel; HostUnreachable naming the first host that is not."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ascend_ready.checks.transport import ssh_client
+
+    with contextlib.ExitStack() as stack:
+        remote = [t for t in targets if not t.is_local]
+
+        def connect(t: Target):
+            return t.name, stack.enter_context(ssh_client(t, options))
+
+        sessions: dict[str, Session] = {t.name: LocalSession(t.name) for t in targets if t.is_local}
+        if remote:
+            with ThreadPoolExecutor(max_workers=min(32, len(remote))) as pool:
+                futures = [pool.submit(connect, t) for t in remote]
+                errors = []
+                for fut in futures:
+                    try:
+                        name, client = fut.result()
+                        sessions[name] = SshSession(name, client)
+                    except HostUnreachable as exc:
+                        errors.append(exc)
+            if errors:
+                first = errors[0]
+                raise HostUnreachable(
+                    "cannot reach " + "; ".join(e.message for e in errors) + "; nothing was started",
+                    hint=first.hint or "check the host's SSH access (ascend-check -i INVENTORY shows it)",
+                )
+        yield {t.name: sessions[t.name] for t in targets}
+
+
+# ----------------------------------------------------------------------------------- running the job
+
+
+#: errors a node reports because ANOTHER node went away: never the cause of a job's failure when a node
+#: has something else to say
+_PEER_LOSS = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|ECONNRESET|Connection refused|"
+    r"DistNetworkError|RendezvousConnectionError|timed out|Timeout|closing signal SIGTERM|"
+    r"SignalException|Signal 15 \(SIGTERM\)|stopped by the controller|the controller stopped the job",
+    re.IGNORECASE,
+)
+_ERROR_LINE = re.compile(
+    r"Signal \d+ \(SIG\w+\) received by PID \d+|"
+    r"^(?:\[rank\d+\]:\s*)?(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)(?::|$)|"
+    r"^error: |^guard: error "
+)
+
+
+def first_error(lines: Sequence[str]) -> str | None:
+    """The first line of a node's output that states an error (an exception line, a signal torchrun
+    saw, the CLI's `error:` line); torchrun's ChildFailedError wrapper is skipped for what it wraps."""
+    for line in lines:
+        text = line.strip()
+        if "ChildFailedError" in text:
+            continue
+        m = _ERROR_LINE.search(text)
+        if m:
+            found = text[m.start():] if text[m.start():].startswith("Signal") else text
+            return found.removeprefix("error: ")  # the CLI's own prefix: the message says "error" already
+    return None
+
+
+@dataclass
+class _Node:
+    name: str
+    command: str
+    remote: Remote | None = None
+    log: object = None
+    lines: list[str] = field(default_factory=list)  # the job's output, kept for the first error
+    buffers: dict[str, str] = field(default_factory=lambda: {"out": "", "err": ""})
+    seen: float = field(default_factory=time.monotonic)
+    rc: int | None = None
+    lost: str | None = None
+    failed_at: float | None = None
+    stop_sent_at: float | None = None
+    leftover: str | None = None
+    clean: bool = False
+
+    @property
+    def running(self) -> bool:
+        return self.rc is None and self.lost is None
+
+
+@dataclass
+class NodeOutcome:
+    name: str
+    rc: int | None
+    lost: str | None
+    error: str | None
+    stopped_by_us: bool
+    failed_at: float | None
+    leftover: str | None
+
+
+@dataclass
+class JobResult:
+    nodes: list[NodeOutcome]
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.interrupted and all(n.rc == 0 for n in self.nodes)
+
+
+def root_cause(outcomes: Sequence[NodeOutcome]) -> NodeOutcome | None:
+    """The node whose failure started it: a node that failed on its own (not stopped by us, not an
+    error about a lost peer) first, then a node that was lost, then the earliest failure of any kind."""
+    failed = [o for o in outcomes if o.rc not in (0, None) or o.lost]
+    if not failed:
+        return None
+
+    def rank(o: NodeOutcome) -> tuple:
+        own = not o.stopped_by_us and not o.lost and not (o.error and _PEER_LOSS.search(o.error))
+        return (0 if own else 1 if o.lost else 2, o.failed_at or float("inf"))
+
+    return min(failed, key=rank)
+
+
+def run_job(commands: Mapping[str, str], sessions: Mapping[str, Session], log_dir: Path, *,
+            echo: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> JobResult:
+    """Start each node's command (host -> the command its session runs: the node guard, see
+    training/node_guard.py), stream its output with a host prefix to `echo` and to <log_dir>/<host>.log,
+    and on the first failure, a node lost, or Ctrl-C, stop the job on every node."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    nodes = {name: _Node(name, command) for name, command in commands.items()}
+    width = max(len(n) for n in nodes)
+    interrupted = False
+    stopping: str | None = None
+    stop_deadline = None
+
+    def emit(node: _Node, stream: str, text: str) -> None:
+        if stream == "err" and text.startswith(GUARD_PREFIX):
+            key, _, rest = text[len(GUARD_PREFIX) + 1:].partition(" ")
+            node.seen = clock()
+            if key == "ack":
+                return
+            if key == "left":
+                node.leftover = rest
+            elif key == "clean":
+                node.clean = True
+            text = f"guard: {key} {rest}".rstrip()
+        else:
+            node.lines.append(text)
+        node.log.write(text + "\n")
+        node.log.flush()
+        echo(f"[{node.name:<{width}}] {text}")
+
+    def feed(node: _Node, stream: str, data: bytes) -> None:
+        buf = node.buffers[stream] + data.decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+        *complete, node.buffers[stream] = buf.split("\n")
+        for line in complete:
+            emit(node, stream, line)
+
+    def flush(node: _Node) -> None:
+        for stream in ("out", "err"):
+            if node.buffers[stream]:
+                emit(node, stream, node.buffers[stream])
+                node.buffers[stream] = ""
+
+    def begin_stop(reason: str) -> None:
+        nonlocal stopping, stop_deadline
+        if stopping is None:
+            stopping, stop_deadline = reason, clock() + STOP_WAIT_S
+            echo(f"stopping the job on every node: {reason}")
+        for n in nodes.values():
+            if n.running and n.stop_sent_at is None:
+                n.stop_sent_at = clock()
+                if not n.remote.send(b"stop\n"):
+                    n.remote.close()  # the guard stops on EOF too
+
+    with contextlib.ExitStack() as stack:
+        for n in nodes.values():
+            n.log = stack.enter_context(open(log_dir / f"{n.name}.log", "a", encoding="utf-8"))
+        try:
+            for n in nodes.values():
+                n.remote = sessions[n.name].start(n.command)
+                n.seen = clock()
+            last_beat = 0.0
+            while any(n.running for n in nodes.values()):
+                busy = False
+                for n in nodes.values():
+                    if not n.running:
+                        continue
+                    out, err, rc, lost = n.remote.poll()
+                    if out or err:
+                        busy = True
+                        if err:
+                            n.seen = clock()
+                        feed(n, "out", out) if out else None
+                        feed(n, "err", err) if err else None
+                        continue
+                    if rc is not None or lost is not None:
+                        flush(n)
+                        n.rc, n.lost = rc, lost
+                        if rc != 0:
+                            n.failed_at = clock()
+                            what = lost or f"exit code {rc}"
+                            echo(f"[{n.name:<{width}}] {'lost: ' + lost if lost else 'exited: ' + what}")
+                            begin_stop(f"{n.name} {'was lost' if lost else 'failed'} ({what})")
+                        continue
+                    if clock() - n.seen > LOST_AFTER_S:
+                        n.lost = f"no answer for {LOST_AFTER_S:g} s (node down or network cut)"
+                        n.failed_at = clock()
+                        n.remote.close()
+                        echo(f"[{n.name:<{width}}] lost: {n.lost}")
+                        begin_stop(f"{n.name} was lost")
+                if clock() - last_beat >= HEARTBEAT_S:
+                    last_beat = clock()
+                    for n in nodes.values():
+                        if n.running and n.stop_sent_at is None:
+                            n.remote.send(b"hb\n")
+                if stopping is not None and clock() > stop_deadline:
+                    for n in nodes.values():
+                        if n.running:
+                            n.lost = f"did not confirm the stop within {STOP_WAIT_S:g} s"
+                            n.remote.close()
+                            echo(f"[{n.name:<{width}}] {n.lost}")
+                    break
+                if not busy:
+                    time.sleep(0.05)
+        except KeyboardInterrupt:
+            interrupted = True
+            import signal
+
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the stop itself is bounded
+            try:
+                begin_stop("interrupted on the controller (Ctrl-C)")
+                deadline = clock() + STOP_WAIT_S
+                while any(n.running for n in nodes.values()) and clock() < deadline:
+                    for n in nodes.values():
+                        if n.running:
+                            out, err, rc, lost = n.remote.poll()
+                            feed(n, "out", out) if out else None
+                            feed(n, "err", err) if err else None
+                            if rc is not None or lost is not None:
+                                flush(n)
+                                n.rc, n.lost = rc, lost
+                    time.sleep(0.05)
+            finally:
+                signal.signal(signal.SIGINT, previous)
+        finally:
+            for n in nodes.values():
+                if n.remote is not None:
+                    n.remote.close()
+    return JobResult([NodeOutcome(n.name, n.rc, n.lost, first_error(n.lines), n.stop_sent_at is not None
+                                  and (n.failed_at is None or n.failed_at >= n.stop_sent_at),
+                                  n.failed_at, n.leftover)
+                      for n in nodes.values()], interrupted)
