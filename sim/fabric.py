@@ -9,7 +9,8 @@ wiring, one switch group per device index), and the planes are not routed to eac
 node A device i to address T:
 
 1. leaves only if device i's link is UP, it has an address, and T is in its subnet or it has a gateway;
-2. is answered by the device NIC on the same plane that holds T (its node's state: the address
+2. is answered by the plane's gateway (the switch) when T is the sender's gateway, else by the device NIC
+   on the same plane that holds T (its node's state: the address
    `hccn_tool -ip -s` set, or a fault's, as `hccn_tool -ip -g` prints it there), if its link is UP and the
    plane is not cut between the two nodes (fault `plane-cut`);
 3. loses the packets a lossy device (fault `packet-loss`) at either end drops.
@@ -256,6 +257,13 @@ class Fabric:
             return Echo((True,) * count, src, "the sender's own address")
         holders = [p for p in self.ports(src.plane) if p.address == target and (p.node, p.device) !=
                    (src.node, src.device)]
+        if not holders and src.gateway and target == src.gateway:
+            # The plane's gateway is the switch's interface on it (hccn.conf gateway_N, also the usual
+            # netdetect address): it answers whoever's link is up, through the sender's own losses.
+            loss = self._loss(src)
+            received = tuple((k + 1) * loss // 1 == k * loss // 1 for k in range(count))
+            why = "" if all(received) else f"{float(loss) * 100:.2f}% of packets dropped"
+            return Echo(received, None, why)
         if not holders:
             return Echo(lost, why=f"no device NIC on plane {src.plane} holds {target}")
         answering = [p for p in holders if p.link_up and not self._cut(src.node, p.node, src.plane)]

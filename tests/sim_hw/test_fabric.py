@@ -70,6 +70,15 @@ def test_a_ping_is_answered_by_the_device_that_holds_the_address(cluster):
     assert cluster.answered_by("node01", 3, "192.168.3.12") == ("node02", 3)
 
 
+def test_the_planes_gateway_answers_a_device_whose_link_is_up(cluster):
+    # hccl.gateway_ping pings gateway_N of /etc/hccn.conf: the switch's interface on the plane, not a NIC.
+    gateway = cluster.nodes["node01"].view().nic_value(2, "gateway")
+    assert parse_hccn_ping(cluster.ping("node01", 2, gateway)).loss_pct == 0
+    node01 = cluster.nodes["node01"]
+    node01.write(hw.inject_fault(node01.state, "link-down", device=2))
+    assert parse_hccn_ping(cluster.ping("node01", 2, gateway)).received == 0
+
+
 def test_an_address_nobody_holds_on_the_plane_does_not_answer(cluster):
     assert parse_hccn_ping(cluster.ping("node01", 0, "192.168.0.99")).received == 0
     # node02's device 1 holds its address on plane 1: device 0 (plane 0) routes to it and nobody answers
