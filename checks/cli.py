@@ -260,6 +260,22 @@ def _emit(report, fmt: str, junit: str | None, prometheus: str | None, verbose: 
     metavar="FILE",
     help="Also write a self-contained HTML page here: node x check grid, each problem's evidence and fix.",
 )
+@click.option(
+    "--launch-spec",
+    "launch_spec_file",
+    metavar="FILE",
+    help="Also write the launch spec here (JSON, `ascend-check schema launch-spec`): per host its verdict, "
+    "healthy devices, stack and NIC to the master, and the rank table (for ascend-train --launch-spec).",
+)
+@click.option(
+    "--launch-spec-valid",
+    "launch_spec_valid_s",
+    type=click.IntRange(min=1),
+    default=3600,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long the launch spec stays valid.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="List passing checks in the table too.")
 @click.version_option(package_name="ascend-ready", prog_name="ascend-check")
 @click.pass_context
@@ -292,6 +308,8 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
 
         html_file = params.pop("html_file")
         check_output_path(html_file, "--html")  # before any host is probed
+        spec_file, spec_valid_s = params.pop("launch_spec_file"), params.pop("launch_spec_valid_s")
+        check_output_path(spec_file, "--launch-spec")
         started = time.monotonic()
         options = _options(params)
         specs = options.checks()
@@ -323,10 +341,21 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
             options, specs = judging, judging.checks()
         report = judge_snapshot(snap, options, source=str(snapshot_dir), specs=specs, started=started)
     else:
-        snap = _collect_with_progress(_targets(params), options, specs)
+        targets = _targets(params)
+        snap = _collect_with_progress(targets, options, specs)
         report = judge_snapshot(snap, options, specs=specs, started=started)
+    if spec_file and snapshot_dir:
+        raise ConfigError("--launch-spec needs a live run (it reads each node's route to the master)",
+                          hint="run ascend-check -i INVENTORY --launch-spec FILE")
     _emit(report, fmt, junit, prometheus, verbose)
     write_html(report, html_file)
+    if spec_file:
+        from ascend_ready.checks.cluster.launchspec import make_launch_spec
+
+        spec = make_launch_spec(report, snap, targets, options.fanout, valid_s=spec_valid_s)
+        Path(spec_file).write_text(spec.model_dump_json(indent=1) + "\n")
+        click.echo(f"launch spec: {spec_file} ({len(spec.startable_hosts())} of {len(spec.hosts)} host(s) "
+                   f"may start, valid {spec_valid_s} s)", err=True)
     sys.exit(exit_code(report))
 
 
@@ -414,7 +443,9 @@ def list_cmd(tier, select, skip, fmt) -> None:
 
 
 @main.command("schema")
-@click.argument("what", type=click.Choice(["report", "profile", "snapshot", "diagnose"]), default="report")
+@click.argument(
+    "what", type=click.Choice(["report", "profile", "snapshot", "diagnose", "launch-spec"]), default="report"
+)
 def schema_cmd(what) -> None:
     """Print the JSON Schema of the report (--format json), the hardware profile, the snapshot manifest or
     the diagnose report (diagnose --format json).
@@ -425,6 +456,11 @@ def schema_cmd(what) -> None:
         from ascend_ready.checks.diagnose import json_schema as diagnose_schema
 
         click.echo(json.dumps(diagnose_schema(), indent=1))
+        return
+    if what == "launch-spec":
+        from ascend_ready.checks.cluster.launchspec import LaunchSpec
+
+        click.echo(json.dumps(LaunchSpec.model_json_schema(), indent=1))
         return
     from ascend_ready.checks.report import json_schema
 

@@ -601,6 +601,23 @@ def _refuse_missing(facts: Mapping[str, NodeFacts]) -> None:
                           hint="put the files at the same path on every node (or on a shared filesystem)")
 
 
+def _refuse_changed_versions(spec: LaunchSpec, hosts: Mapping[str, LaunchSpecHost],
+                             targets: Mapping[str, Target], opts: LaunchOptions) -> None:
+    """Read every host's stack again (one batch each) and refuse, before anything is written, a spec whose
+    recorded versions no longer match the nodes (LaunchSpec.check_versions)."""
+    if not any(h.fingerprint for h in hosts.values()):
+        return  # a spec made without fingerprints (--skip-preflight) has nothing to compare
+    from ascend_ready.checks.cluster.launchspec import current_fingerprints
+    from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
+
+    base = load_profile(DEFAULT_PROFILE)
+    profiles = {}
+    for name, host in hosts.items():
+        update = {k: v for k, v in (("training_user", host.training_user), ("python", host.python)) if v}
+        profiles[name] = base.model_copy(update=update)
+    spec.check_versions(current_fingerprints(list(targets.values()), opts.fanout, profiles))
+
+
 def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts: LaunchOptions) -> dict:
     """The whole multi-node run from the controller; returns the summary, raises on a failed job."""
     import dataclasses
@@ -628,6 +645,8 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
              for n in start}
     # A dry run connects only where it must: to read the NICs the spec does not give.
     need_probe = not opts.dry_run or from_inventory or any(not hosts_spec[n].nic for n in start)
+    if not from_inventory and not opts.dry_run:
+        _refuse_changed_versions(spec, hosts_spec, {n: targets[n] for n in start}, opts)
     facts: dict[str, NodeFacts] = {}
     nonce = marker = None
     node_output = opts.node_output_dir or str(output_dir)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
+from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode, ParseError
 
 if TYPE_CHECKING:
     from ascend_ready.checks.report import Report
@@ -271,3 +271,105 @@ def healthy_devices(host: HostSnapshot) -> tuple[list[int], dict[str, str]]:
         else:
             excluded[str(device)] = f"NPU {npu_id} chip {chip.chip_id} health {chip.health} in npu-smi info"
     return healthy, excluded
+
+
+#: what a launch spec fingerprints per node, and re-reads at launch: the software stack (fleet.stack)
+def fingerprint_hosts(snapshot, profiles: Mapping[str, object]) -> dict[str, dict[str, str]]:
+    """component -> version of every reachable host of `snapshot` (what fleet.stack compares)."""
+    from ascend_ready.checks.resources import Host
+    from ascend_ready.checks.resources.stack import installed_stack
+    from ascend_ready.errors import AscendReadyError
+
+    out: dict[str, dict[str, str]] = {}
+    for name, snap in snapshot.hosts.items():
+        if not snap.reachable:
+            continue
+        try:
+            stack, _ = installed_stack(Host(snap, profiles[name]))
+        except AscendReadyError:
+            continue  # not read: check_versions names the host when the spec is used
+        out[name] = {k: v or "(not installed)" for k, v in stack.items()}
+    return out
+
+
+def stack_probe_ids() -> set[str]:
+    from ascend_ready.checks.resources import (
+        CannComponents,
+        DriverVersion,
+        FirmwareVersion,
+        PythonPackages,
+        Toolkit,
+        probe_ids,
+    )
+
+    return set(probe_ids([DriverVersion, FirmwareVersion, Toolkit, CannComponents, PythonPackages]))
+
+
+def current_fingerprints(targets: Sequence[Target], fanout, profiles: Mapping[str, object]) -> dict:
+    """Read every target's stack again now (one batch each): what `LaunchSpec.check_versions` compares."""
+    from ascend_ready.checks.catalog import plan
+    from ascend_ready.checks.snapshot import Snapshot
+    from ascend_ready.checks.transport import collect
+
+    wanted = stack_probe_ids()
+    hosts = collect(list(targets), lambda t: (plan(profiles[t.name], wanted), profiles[t.name].training_user),
+                    fanout)
+    return fingerprint_hosts(Snapshot(hosts={h.name: h for h in hosts}), profiles)
+
+
+def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout, *,
+                     valid_s: int = 3600, master_port: int = 29500) -> LaunchSpec:
+    """The launch spec `ascend-check --launch-spec FILE` writes after a live run: per host its verdict,
+    healthy devices, stack fingerprint and the NIC with the route to the master (the first host that
+    passed, as the node resolves it), and the HCCL rank table of the healthy devices where their device
+    IPs were read."""
+    from ascend_ready.checks.cluster.ranktable import RankTableHost, build_rank_table
+    from ascend_ready.checks.probes import Probe
+    from ascend_ready.checks.transport import collect
+
+    profiles = {name: h.profile for name, h in snapshot.hosts.items() if h.profile is not None}
+    passed = [t for t in targets if any(r.host == t.name for r in report.results)
+              and all(r.status in ("pass", "warn", "skip") for r in report.results if r.host == t.name)]
+    if not passed:
+        raise LaunchSpecRefused("no host passed the preflight: there is nothing to launch on",
+                                hint="fix the failed checks first (the report above names them)")
+    master = passed[0].address or passed[0].name
+    import shlex
+
+    q = shlex.quote(master)
+    probes = [Probe("route", shell=f"ip -o route get {q}"), Probe("addr", shell=f"ip -o addr show to {q}")]
+    reachable = [t for t in targets if t.name in snapshot.hosts and snapshot.hosts[t.name].reachable]
+    routes, addrs = {}, {}
+    for snap in collect(reachable, lambda t: (list(probes), "root"), fanout):
+        for pid, into in (("route", routes), ("addr", addrs)):
+            res = snap.probes.get(pid)
+            if res is not None and res.rc == 0 and res.stdout.strip():
+                into[snap.name] = res.stdout
+    devices = {name: healthy_devices(h) for name, h in snapshot.hosts.items()}
+    # The stack is read in this run's batch when the selected checks read it, else once more now.
+    have = all(stack_probe_ids() <= set(h.probes) for h in snapshot.hosts.values() if h.reachable)
+    fingerprints = (fingerprint_hosts(snapshot, profiles) if have else
+                    current_fingerprints([t for t in reachable if t.name in profiles], fanout, profiles))
+    spec = spec_from_report(report, targets, master_addr=master, routes=routes, addrs=addrs,
+                            master_port=master_port, devices=devices, fingerprints=fingerprints,
+                            valid_s=valid_s)
+    table_hosts = []
+    for name, host in spec.startable_hosts().items():
+        snap = snapshot.hosts[name]
+        ips = {}
+        for pid, res in snap.probes.items():
+            if pid.startswith("hccn-ip.") and res.rc == 0:
+                from ascend_ready.checks.parsers.hccn import parse_hccn_ip
+
+                try:
+                    parsed = parse_hccn_ip(res.stdout)
+                except ParseError:
+                    continue
+                if parsed.address:
+                    ips[int(pid.split(".", 1)[1])] = parsed.address
+        usable = {d: ip for d, ip in ips.items() if d in host.devices}
+        if usable:
+            table_hosts.append(RankTableHost(name, host.ip or host.address, usable))
+    if table_hosts and len(table_hosts) == len(spec.startable_hosts()):
+        spec.rank_table = build_rank_table(table_hosts)
+    return spec

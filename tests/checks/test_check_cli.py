@@ -227,6 +227,22 @@ def test_published_schemas_match_the_models(runner, what):
     assert json.loads(runner.invoke(main, ["schema", what]).stdout) == published
 
 
+def test_the_published_launch_spec_schema_matches_the_model(runner):
+    from ascend_ready.checks.cluster.launchspec import LaunchSpec
+    from ascend_ready.checks.report import SCHEMA_DIR
+
+    published = json.loads((SCHEMA_DIR / "launch-spec.schema.json").read_text())
+    assert published == LaunchSpec.model_json_schema(), (
+        f"regenerate: ascend-check schema launch-spec > {SCHEMA_DIR}/launch-spec.schema.json")
+    assert json.loads(runner.invoke(main, ["schema", "launch-spec"]).stdout) == published
+
+
+def test_launch_spec_needs_a_live_run_and_a_writable_path(runner, tmp_path):
+    missing_dir = tmp_path / "no" / "dir" / "s.json"
+    bad = runner.invoke(main, ["--hosts", "localhost", "--launch-spec", str(missing_dir)])
+    assert bad.exit_code == 2 and "--launch-spec" in bad.output
+
+
 def test_bundled_profiles_are_valid():
     from ascend_ready.checks.profile import bundled_profiles, load_profile
 

@@ -235,3 +235,38 @@ def test_a_killed_worker_stops_every_node_and_resume_finishes_the_run(cluster):
     assert max(s for s, _ in checkpoints(out / "checkpoints")) == steps
     digests = dict(re.findall(r"weights sha256 rank (\d): ([0-9a-f]{64})", resumed.stderr))
     assert digests["0"] == digests["1"]
+
+
+def test_ascend_checks_launch_spec_is_refused_when_stale_or_when_the_nodes_changed(cluster, tmp_path):
+    # The spec as `ascend-check --launch-spec` writes it after a live run of the nodes.
+    from datetime import timedelta
+
+    from ascend_ready.checks.cluster.launchspec import load_launch_spec
+
+    spec_path = tmp_path / "spec.json"
+    check = subprocess.run([str(BIN / "ascend-check"), "-i", str(cluster.inventory_path),
+                            "--select", "os.shm", "--select", "pcie.*", "--launch-spec", str(spec_path),
+                            "--format", "json"],
+                           capture_output=True, text=True, timeout=180, check=False)
+    assert check.returncode == 0, check.stderr
+    spec = load_launch_spec(spec_path)
+    assert sorted(spec.startable_hosts()) == ["node01", "node02"]
+    assert spec.master_addr == cluster.node("node01").ip
+    assert all(h.nic == "eth0" and h.ip for h in spec.hosts.values()), spec.hosts
+    assert all(h.fingerprint for h in spec.hosts.values())  # the stack as read, re-read at launch
+
+    def refused(changed, what: str) -> None:
+        path = tmp_path / f"{what}.json"
+        path.write_text(changed.model_dump_json())
+        out = tmp_path / f"out-{what}"
+        proc = train("grpo", "-c", "tiny", "--launch-spec", str(path), "-o", str(out), *COMMON, timeout=120)
+        assert proc.returncode == 1, proc.stderr
+        assert not out.exists()  # nothing written before the spec was judged
+        return proc.stderr
+
+    stale = spec.model_copy(update={"created_at": spec.created_at - timedelta(seconds=spec.valid_s + 60)})
+    assert "was valid for" in refused(stale, "stale")
+    moved = spec.model_copy(deep=True)
+    moved.hosts["node02"].fingerprint["torch"] = "1.0.0"
+    message = refused(moved, "moved")
+    assert "node02: torch was 1.0.0, is now" in message and "the nodes changed" in message
