@@ -601,6 +601,27 @@ def _refuse_missing(facts: Mapping[str, NodeFacts]) -> None:
                           hint="put the files at the same path on every node (or on a shared filesystem)")
 
 
+def fetch_plogs(targets: Sequence[Target], log_dir: Path, opts: LaunchOptions) -> None:
+    """The tails of each node's newest CANN plogs (the `collect --plogs` probe, bounded on the node) into
+    LOG_DIR/<host>-plogs.log, so the diagnosis of a failed job reads the runtime's own logs too."""
+    from ascend_ready.checks.diagnose.probes import PLOGS
+    from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
+    from ascend_ready.checks.transport import collect
+
+    if not targets:
+        return
+    probe = PLOGS(load_profile(DEFAULT_PROFILE))
+    try:
+        snaps = collect(list(targets), lambda t: ([probe], t.user or "root"), opts.fanout)
+    except AscendReadyError as exc:
+        opts.log(f"note: the nodes' plogs were not read: {exc.message}")
+        return
+    for snap in snaps:
+        res = snap.probes.get(probe.id)
+        if res is not None and res.stdout.strip():
+            (log_dir / f"{snap.name}-plogs.log").write_text(res.stdout)
+
+
 def _refuse_changed_versions(spec: LaunchSpec, hosts: Mapping[str, LaunchSpecHost],
                              targets: Mapping[str, Target], opts: LaunchOptions) -> None:
     """Read every host's stack again (one batch each) and refuse, before anything is written, a spec whose
@@ -710,6 +731,8 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         opts.log(_summary(result))
         raise KeyboardInterrupt
     if not result.ok:
+        lost = {o.name for o in result.nodes if o.lost}
+        fetch_plogs([targets[h.name] for h in plan.hosts if h.name not in lost], plan.log_dir, opts)
         opts.log(launch_mod.explain_failure([plan.log_dir]).rstrip("\n"))  # known signatures in the logs
         cause = root_cause(result.nodes)
         others = [o.name for o in result.nodes if o is not cause]

@@ -217,6 +217,12 @@ def test_a_killed_worker_stops_every_node_and_resume_finishes_the_run(cluster):
     worker = [ln.split()[0] for ln in training_processes(cluster, "node02")
               if re.search(r" -u -m ascend_ready\.training\.cli grpo", ln)]
     assert len(worker) == 1, training_processes(cluster, "node02")
+    # A CANN plog on node01 as the runtime leaves one (the line of the shared sample
+    # error_hccl_EI0006-getting-socket-timeout_vllm-ascend-486.txt): the failed job's diagnosis reads it.
+    plog = ("EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out. "
+            "Reason: Remote Rank did not send the data in time.")
+    assert node_run(cluster, "node01", "sh", "-c", "mkdir -p /root/ascend/log/debug/plog && printf '%s\\n' "
+                    f"'{plog}' > /root/ascend/log/debug/plog/plog-1292363_20250408180720.log").returncode == 0
     killed_at = time.monotonic()
     assert node_run(cluster, "node02", "kill", "-KILL", worker[0]).returncode == 0
     rc, text = run.finish(120)
@@ -226,6 +232,7 @@ def test_a_killed_worker_stops_every_node_and_resume_finishes_the_run(cluster):
     cause = r"error: the job failed on node02: Signal 9 \(SIGKILL\) received by PID \d+"
     assert re.search(cause, text), text[-3000:]
     assert "stopped on node01" in text
+    assert "EI0006" in text and "node01-plogs.log" in text  # the nodes' plogs fetched and diagnosed
     assert training_processes(cluster, "node01") == training_processes(cluster, "node02") == []
     done = max(s for s, _ in checkpoints(out / "checkpoints"))
     assert 2 <= done < steps
