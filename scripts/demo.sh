@@ -3,9 +3,10 @@
 #   1. two simulated Atlas 800T A2 nodes (Ubuntu 22.04), each its own host with sshd and 8 fake 910B3
 #   2. provision them with playbooks/site.yml from the bundled fake packages (OS prerequisites from a
 #      local apt mirror, since simulated nodes reach no distribution mirror); a re-run changes nothing
-#   3. ascend-check over SSH: every check passes
-#   4. inject a fault (a PCIe link trained at x8) and show the failure with its remediation
-#   5. ascend-train grpo on the tiny config, started only after a passing preflight
+#   3. ascend-check over SSH: every check passes, across the two nodes too (fleet.*); an HTML report
+#   4. inject a fault (a PCIe link trained at x8): the failure with its remediation, and training refused
+#   5. the preflight writes a launch spec; ascend-train grpo runs on both nodes from it (torchrun over SSH,
+#      gloo on CPU, the tiny config), its outputs on the cluster's shared filesystem
 # Needs root (the simulator uses Linux namespaces). Env: ASCEND_DEMO_STACK (matrix stack id).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,10 @@ BIN=$REPO/.venv/bin
 export ASCEND_SIM_RUN_DIR=${ASCEND_SIM_RUN_DIR:-/run/ascend-sim-demo}
 SUBNET=${ASCEND_DEMO_SUBNET:-10.251.240.0/24}
 HOST_IP=${SUBNET%.*}.1
-OUT=${ASCEND_DEMO_OUT:-$REPO/runs/demo}
+# The run's outputs: the simulated cluster's shared filesystem (<run dir>/shared, /shared in the nodes)
+OUT=$ASCEND_SIM_RUN_DIR/shared/demo
+NODE_OUT=/shared/demo
+REPORT=${ASCEND_DEMO_REPORT:-$REPO/runs/demo-report.html}
 MIRROR_PORT=${ASCEND_DEMO_MIRROR_PORT:-47380}
 mirror_pid=
 
@@ -59,19 +63,32 @@ echo "ascend_check_profile: $ASCEND_SIM_RUN_DIR/provision/sim-a2-profile.yml" \
 "$BIN/ascend-sim" exec node01 -- npu-smi info | head -n 9
 
 step "3/5 preflight: ascend-check -i $INVENTORY"
-"$BIN/ascend-check" -i "$INVENTORY"
+mkdir -p "$(dirname "$REPORT")"
+"$BIN/ascend-check" -i "$INVENTORY" --html "$REPORT"
+echo "-- HTML report: $REPORT"
 
 step "4/5 a fault: NPU 3 of node02 trains its PCIe link at x8 instead of x16"
 "$BIN/ascend-sim" fault node02 pcie-width --param npu=3 --param width=8
 rc=0
 "$BIN/ascend-check" -i "$INVENTORY" --select 'pcie.*' || rc=$?
-echo "-- ascend-check exited $rc (1: a check failed); clearing the fault"
+echo "-- ascend-check exited $rc (1: a check failed); and training is refused while it fails:"
+rc=0
+"$BIN/ascend-train" grpo --config tiny --output-dir "$OUT" -i "$INVENTORY" max_steps=1 || rc=$?
+echo "-- ascend-train exited $rc before starting anything; clearing the fault"
 "$BIN/ascend-sim" fault node02 --clear
 
-step "5/5 train: ascend-train grpo (tiny config, CPU) after a passing preflight of both nodes"
+step "5/5 train on both nodes: a launch spec from the preflight, then ascend-train grpo from it"
+SPEC=$REPO/runs/demo-launch-spec.json
+"$BIN/ascend-check" -i "$INVENTORY" --launch-spec "$SPEC" >/dev/null
 rm -rf "$OUT"
-"$BIN/ascend-train" grpo --config tiny --output-dir "$OUT" -i "$INVENTORY" max_steps=150 eval_every=50
+"$BIN/ascend-train" grpo --config tiny --launch-spec "$SPEC" -i "$INVENTORY" --output-dir "$OUT" \
+  --node-output-dir "$NODE_OUT" max_steps=150 eval_every=50
+# The shared filesystem goes with the cluster: keep the run where the demo was started.
+rm -rf "$REPO/runs/demo" && mkdir -p "$REPO/runs" && cp -r "$OUT" "$REPO/runs/demo"
+OUT=$REPO/runs/demo
 echo
+echo "launch spec: $SPEC"
+echo "HTML report: $REPORT"
 echo "metrics: $OUT/metrics.jsonl"
 echo "plot:    $OUT/metrics.png"
 echo "tensorboard: $BIN/tensorboard --logdir $OUT/tensorboard"

@@ -634,7 +634,10 @@ def _refuse_changed_versions(spec: LaunchSpec, hosts: Mapping[str, LaunchSpecHos
     base = load_profile(DEFAULT_PROFILE)
     profiles = {}
     for name, host in hosts.items():
-        update = {k: v for k, v in (("training_user", host.training_user), ("python", host.python)) if v}
+        # read where the preflight read it (the spec says whose environment), else where the job runs
+        user = host.fingerprint_user or host.training_user
+        python = host.fingerprint_python or host.python
+        update = {k: v for k, v in (("training_user", user), ("python", python)) if v}
         profiles[name] = base.model_copy(update=update)
     spec.check_versions(current_fingerprints(list(targets.values()), opts.fanout, profiles))
 

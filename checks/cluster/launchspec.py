@@ -61,6 +61,10 @@ class LaunchSpecHost(_Model):
     nic: str | None = Field(None, description="host NIC with the route to the master (HCCL_SOCKET_IFNAME)")
     ip: str | None = Field(None, description="this node's address on that NIC (HCCL_IF_IP)")
     fingerprint: dict[str, str] = Field(default_factory=dict, description="versions and settings as read")
+    fingerprint_user: str | None = Field(
+        None, description="the training user whose environment the fingerprint was read in (and is re-read)"
+    )
+    fingerprint_python: str | None = Field(None, description="the interpreter the fingerprint's packages are")
     ssh_port: int | None = Field(None, description="SSH port (None: ssh_config, else 22)")
     ssh_user: str | None = Field(None, description="SSH login user (None: ssh_config, else the local user)")
     ssh_key_file: str | None = Field(None, description="SSH identity file on the controller")
@@ -353,6 +357,10 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
     spec = spec_from_report(report, targets, master_addr=master, routes=routes, addrs=addrs,
                             master_port=master_port, devices=devices, fingerprints=fingerprints,
                             valid_s=valid_s)
+    for name, host in spec.hosts.items():
+        if name in profiles:  # whose environment the stack was read in: the launch reads it there again
+            host.fingerprint_user = profiles[name].training_user
+            host.fingerprint_python = profiles[name].python
     table_hosts = []
     for name, host in spec.startable_hosts().items():
         snap = snapshot.hosts[name]
