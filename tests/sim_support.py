@@ -4,10 +4,12 @@ run dirs and subnets derived from the session's (so two sessions on one machine 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import ipaddress
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import pytest
@@ -51,3 +53,21 @@ def own_cluster(suffix: str, slot: int) -> tuple[str, str]:
         raise ValueError("slots 5 and 6 (.160/27, .192/27) are the ones clear of the session cluster")
     subnet = ipaddress.ip_network((int(_SESSION_SUBNET.network_address) + slot * 32, 27))
     return f"{_SESSION_RUN_DIR}-{suffix}", str(subnet)
+
+
+@contextlib.contextmanager
+def cluster_up(run_dir: str, subnet: str, count: int, profiles: str) -> Iterator[object]:
+    """A cluster of its own for a test module: `count` nodes of `profiles` in `run_dir`/`subnet` (see
+    own_cluster), torn down afterwards; another session using the same run dir waits its turn."""
+    from ascend_ready.sim import cluster as sim
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("ASCEND_SIM_RUN_DIR", run_dir)
+    with open(f"{run_dir}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            sim.down()  # leftovers of an interrupted run
+            yield sim.up(count, profiles, subnet=subnet)
+        finally:
+            sim.down()
+            patch.undo()

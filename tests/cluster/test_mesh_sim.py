@@ -4,11 +4,9 @@ as the fleet's hccn role does, healthy and with one fault of each kind injected 
 
 from __future__ import annotations
 
-import fcntl
-
 import pytest
 from click.testing import CliRunner
-from sim_support import own_cluster
+from sim_support import cluster_up, own_cluster
 
 from ascend_ready.checks.cluster.mesh import Ping
 from ascend_ready.checks.cluster.mesh_run import judge_ping, mesh, run_mesh
@@ -94,21 +92,11 @@ def test_duplicated_and_missing_ips_are_reported_before_pinging():
 def cluster(sim_host):
     """4 A2 nodes (run dir RUN_DIR): hccn_tool where the driver puts it, device d of node i at
     192.168.d.(10+i)/24 behind 192.168.d.1 (sim/harness/fleet.py device_nics, what the hccn role sets)."""
-    from ascend_ready.sim import cluster as sim
     from ascend_ready.sim.harness.fleet import address_device_nics
 
-    patch = pytest.MonkeyPatch()
-    patch.setenv("ASCEND_SIM_RUN_DIR", RUN_DIR)
-    with open(f"{RUN_DIR}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            sim.down()
-            c = sim.up(4, "a2-ubuntu2204", subnet=SUBNET)
-            address_device_nics(c)
-            yield c
-        finally:
-            sim.down()
-            patch.undo()
+    with cluster_up(RUN_DIR, SUBNET, 4, "a2-ubuntu2204") as c:
+        address_device_nics(c)
+        yield c
 
 
 def _mesh(c):

@@ -4,7 +4,6 @@ that stops the job everywhere, followed by a `--resume` that finishes the run.""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -15,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_support import own_cluster, wait_for
+from sim_support import cluster_up, own_cluster, wait_for
 from training_fakecheck import healthy, write_ascend_check
 
 from ascend_ready.checks.cluster.launchspec import spec_from_report
@@ -39,21 +38,11 @@ def cluster(sim_host):
     """2 A2 nodes with the shared filesystem (this checkout and its .venv, and /shared)."""
     from ascend_ready.sim import cluster as sim
 
-    patch = pytest.MonkeyPatch()
-    patch.setenv("ASCEND_SIM_RUN_DIR", RUN_DIR)
-    with open(f"{RUN_DIR}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            sim.down()
-            c = sim.up(2, "a2-ubuntu2204", subnet=SUBNET)
-            venv = sim.node_exec(c.node("node02"), [sys.executable, "-c", "import torch"],
-                                 capture_output=True)
-            if venv.returncode != 0:
-                pytest.skip("the simulated nodes do not share this checkout's .venv")
-            yield c
-        finally:
-            sim.down()
-            patch.undo()
+    with cluster_up(RUN_DIR, SUBNET, 2, "a2-ubuntu2204") as c:
+        venv = sim.node_exec(c.node("node02"), [sys.executable, "-c", "import torch"], capture_output=True)
+        if venv.returncode != 0:
+            pytest.skip("the simulated nodes do not share this checkout's .venv")
+        yield c
 
 
 def node_run(cluster, name: str, *argv: str) -> subprocess.CompletedProcess:
