@@ -95,17 +95,29 @@ def exec_(node: str, argv: tuple[str, ...]) -> None:
     os.execvp(args[0], args)
 
 
+def expand_cluster_vars(argv, values: dict[str, str]) -> list[str]:
+    """`$ASCEND_SIM_INVENTORY` (and the other cluster variables) in the arguments replaced by their values,
+    so `ascend-sim run -- ascend-check -i '$ASCEND_SIM_INVENTORY'` works without a shell in between."""
+    out = []
+    for arg in argv:
+        for name in sorted(values, key=len, reverse=True):
+            arg = arg.replace("${" + name + "}", values[name]).replace("$" + name, values[name])
+        out.append(arg)
+    return out
+
+
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(argv: tuple[str, ...]) -> None:
     """Run a command on the controller side, with $ASCEND_SIM_INVENTORY and $ASCEND_SIM_SSH_CONFIG set."""
     cluster.require_root()  # the cluster's private key is root's
     c = cluster.load_running()
-    env = {**os.environ, "ASCEND_SIM_INVENTORY": str(c.inventory_path),
-           "ASCEND_SIM_SSH_CONFIG": str(c.ssh_config), "ASCEND_SIM_RUN_DIR": str(c.run_dir)}
+    values = {"ASCEND_SIM_INVENTORY": str(c.inventory_path), "ASCEND_SIM_SSH_CONFIG": str(c.ssh_config),
+              "ASCEND_SIM_RUN_DIR": str(c.run_dir)}
+    argv = expand_cluster_vars(argv, values)
     sys.stdout.flush()
     try:
-        os.execvpe(argv[0], list(argv), env)
+        os.execvpe(argv[0], list(argv), {**os.environ, **values})
     except FileNotFoundError:
         raise ConfigError(f"command not found: {argv[0]}") from None
 

@@ -192,3 +192,12 @@ def test_knob_fuse_protocol(tmp_path: Path):
     assert invalid.value.errno == errno.EINVAL
     listing = fs.handle(knobs.FUSE_READDIR, knobs.ROOT_ID, read_in)
     assert all(name.encode() in listing for name in knobs.SPECS)
+
+
+def test_run_expands_the_cluster_variables_in_its_arguments():
+    # README: `ascend-sim run -- ascend-check -i '$ASCEND_SIM_INVENTORY'` (quoted: no shell expands it)
+    from ascend_ready.sim.cli import expand_cluster_vars
+
+    values = {"ASCEND_SIM_INVENTORY": "/run/x/inventory.ini", "ASCEND_SIM_RUN_DIR": "/run/x"}
+    assert expand_cluster_vars(["ascend-check", "-i", "$ASCEND_SIM_INVENTORY", "${ASCEND_SIM_RUN_DIR}/s"],
+                               values) == ["ascend-check", "-i", "/run/x/inventory.ini", "/run/x/s"]
