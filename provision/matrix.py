@@ -2,13 +2,13 @@
 resolver that turns a few pins into a full install stack (the judge of an installed set: judge.py).
 
 `resolve()` is a pure function over a loaded `Matrix`; the Ansible lookup plugin and ascend-check
-import it, `ascend-matrix` shows it.
+import it, `ascend-matrix` shows it. Which RL engine rows accept a stack, and the fleet gate, are in
+engines.py (re-exported here).
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -16,6 +16,13 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ascend_ready.errors import MatrixError
+from ascend_ready.provision.engines import (  # noqa: F401  (re-exported: the old import path of these)
+    ENGINES,
+    check_engine_fleet,
+    clauses_hold,
+    engine_rows_for,
+    parse_clause,
+)
 from ascend_ready.provision.versions import (
     base_version,
     python_minor,
@@ -369,7 +376,16 @@ def check_matrix(m: Matrix, *, origin: str = "<matrix>") -> None:
 
 @functools.lru_cache(maxsize=8)
 def _load_cached(path: str, mtime_ns: int) -> Matrix:
-    return parse_matrix(Path(path).read_text(), origin=path)
+    try:
+        text = Path(path).read_text()
+    except UnicodeDecodeError as exc:
+        raise MatrixError(f"matrix file {path} is not text (byte {exc.start} is not UTF-8)",
+                          hint="pass a YAML matrix file with --matrix (`ascend-matrix schema` describes it)",
+                          ) from None
+    except OSError as exc:
+        raise MatrixError(f"cannot read matrix file {path}: {exc.strerror or exc}",
+                          hint="pass a readable YAML file with --matrix") from None
+    return parse_matrix(text, origin=path)
 
 
 def load_matrix(path: str | Path | None = None) -> Matrix:
@@ -471,7 +487,6 @@ class ResolvedStack(MatrixModel):
 
 
 _PIN_NAMES = ("cann", "torch", "torch_npu", "driver", "product", "os", "arch", "python", "engine")
-ENGINES = ("verl", "vllm-ascend", "mindspeed-rl")
 
 
 def normalized_pins(m: Matrix, pins: dict[str, str | None]) -> dict[str, str]:
@@ -686,99 +701,3 @@ def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str,
 def preferred_python(pythons: list[str]) -> str:
     """Of the Pythons a stack's wheels support, the one to install: an NNAL one, else the newest."""
     return next((v for v in NNAL_PYTHONS if v in pythons), max(pythons, key=version_key))
-
-
-# ---------------------------------------------------------------------------------------------------
-# RL engines
-
-
-_CLAUSE_OPS = ("==", ">=", "<=", ">", "<")
-
-
-def parse_clause(clause: str) -> tuple[str, str]:
-    """'>=8.3.RC1' -> ('>=', '8.3.RC1'); raises ValueError for anything else."""
-    text = clause.strip()
-    op = next((o for o in _CLAUSE_OPS if text.startswith(o)), None)
-    if op is None:
-        raise ValueError(f"bad version clause {clause!r}: start with one of {' '.join(_CLAUSE_OPS)}")
-    version = text[len(op):].strip()
-    version_key(version)
-    return op, version
-
-
-def clauses_hold(clauses: list[str], version: str) -> bool:
-    """Whether `version` satisfies every clause (== compares as the matrix does: 8.2.rc1 == 8.2.RC1)."""
-    key = version_key(version)
-    for clause in clauses:
-        op, want = parse_clause(clause)
-        other = version_key(want)
-        ok = {"==": same_version(version, want), ">=": key >= other, "<=": key <= other,
-              ">": key > other, "<": key < other}[op]
-        if not ok:
-            return False
-    return True
-
-
-def _release_key(version: str) -> tuple:
-    """Orders engine releases: 0.11.0rc1 < 0.11.0, 2025.08.15 < 2025.12.11 (PEP 440-ish)."""
-    match = re.match(r"(\d+(?:\.\d+)*)\.?(.*)", version)
-    if match is None:
-        return ((), (0, version))
-    nums = tuple(int(x) for x in match.group(1).split("."))
-    tail = match.group(2)
-    return nums, (0, tail) if tail.startswith(("rc", "a", "b", "dev")) else (1, tail)
-
-
-def _row_holds(row: EngineRow, cann: str, torch: str, torch_npu: str) -> bool:
-    return (clauses_hold(row.cann, cann) and clauses_hold(row.torch, base_version(torch))
-            and clauses_hold(row.torch_npu, torch_npu))
-
-
-def engine_rows_for(m: Matrix, engine: str, cann: str, torch: str, torch_npu: str) -> list[EngineRow]:
-    """The newest row of `engine` that accepts the set, followed by the vllm-ascend row it installs
-    (which must accept the set too); empty when none does."""
-    rows = sorted((r for r in m.engines if r.engine == engine and _row_holds(r, cann, torch, torch_npu)),
-                  key=lambda r: _release_key(r.version), reverse=True)
-    for row in rows:
-        companion = row.companions.get("vllm-ascend") if engine != "vllm-ascend" else None
-        if companion is None:
-            return [row]
-        vllm = [r for r in m.engines if r.engine == "vllm-ascend" and r.version.lower() == companion.lower()]
-        if vllm and _row_holds(vllm[0], cann, torch, torch_npu):
-            return [row, vllm[0]]
-    return []
-
-
-def check_engine_fleet(engine: str, fingerprints: dict[str, dict[str, str | None]],
-                       matrix: Matrix | None = None) -> dict[str, list[str]]:
-    """Refuse a fleet that `engine` does not support: node -> {cann, torch, torch_npu} as read on it.
-
-    Returns node -> the engine rows it satisfies; raises MatrixError naming every node that is off (or
-    that lacks a version) and the stack `ascend-matrix resolve --engine` recommends instead.
-    """
-    m = matrix or load_matrix()
-    if not [e for e in m.engines if e.engine == engine]:
-        raise MatrixError(f"engine: no rows for engine {engine!r}",
-                          hint=f"engines in the matrix: {', '.join(sorted({e.engine for e in m.engines}))}")
-    ok: dict[str, list[str]] = {}
-    bad: list[str] = []
-    for node, fp in sorted(fingerprints.items()):
-        missing = [k for k in ("cann", "torch", "torch_npu") if not fp.get(k)]
-        if missing:
-            bad.append(f"{node}: {', '.join(missing)} not read")
-            continue
-        rows = engine_rows_for(m, engine, fp["cann"], fp["torch"], fp["torch_npu"])
-        if rows:
-            ok[node] = [r.id for r in rows]
-        else:
-            bad.append(f"{node}: CANN {fp['cann']}, torch {fp['torch']}, torch_npu {fp['torch_npu']}")
-    if bad:
-        try:
-            want = resolve(m, engine=engine)
-            hint = (f"{engine} supports e.g. CANN {want.cann} / torch {want.torch} / "
-                    f"torch_npu {want.torch_npu} "
-                    f"(`ascend-matrix resolve --engine {engine}`)")
-        except MatrixError:
-            hint = f"see the {engine} rows in `ascend-matrix show --format json`"
-        raise MatrixError(f"{engine} does not support these nodes: " + "; ".join(bad), hint=hint)
-    return ok

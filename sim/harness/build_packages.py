@@ -16,8 +16,9 @@ import sysconfig
 from pathlib import Path
 
 from ascend_ready.provision import matrix as mx
+from ascend_ready.provision.packages import write_manifest
 from ascend_ready.sim.packages import build_package_dir, package_names
-from ascend_ready.sim.packages.builder import Stack, write_sha256sums
+from ascend_ready.sim.packages.builder import Stack
 
 PRODUCTS = ("910b", "910_93")
 
@@ -64,7 +65,7 @@ def build(dest: Path, stack_ids: list[str], arch: str) -> Path:
                 os.replace(wheel, dest / "wheelhouse" / wheel.name)
             shutil.rmtree(scratch)
     _pip_wheel(dest / "wheelhouse")
-    write_sha256sums(dest)
+    write_manifest(dest)
     return dest
 
 

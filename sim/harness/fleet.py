@@ -17,6 +17,9 @@ from pathlib import Path
 
 import yaml
 
+from ascend_ready.provision.hccn import host_vars as hccn_host_vars
+from ascend_ready.provision.hccn import plan_device_nics
+
 #: where `apt-get download` keeps the .deb files nodes get (the node base is Debian bookworm)
 DEB_CACHE = Path(os.environ.get("ASCEND_READY_DEB_CACHE", "/var/cache/ascend-ready-sim/debs"))
 #: Python the simulator lends every node privately; CentOS 7.6 (3.6) and Kylin V10 (3.7) ship no Python
@@ -73,7 +76,10 @@ def sim_cannot_pass(run_dir: Path, *, os_prereqs_repo: str | None = None,
         if free_gb < prof.min_disk_free_gb:
             out["os.disk_free"] = (f"a node's {prof.checkpoint_dir} lies on this machine's node file system: "
                                    f"{free_gb:.1f} GB free, the profile wants {prof.min_disk_free_gb:g} GB")
-    rhel = sorted(n["name"] for n in nodes if n["os"] not in DEBIAN_FAMILY_OS)
+    # RHEL-family nodes get headers only from rpm_prereqs.install (their dnf is a stand-in): judged here.
+    build = Path("lib/modules") / os.uname().release / "build/Makefile"
+    rhel = sorted(n["name"] for n in nodes if n["os"] not in DEBIAN_FAMILY_OS
+                  and not (n.get("pid") and (Path(f"/proc/{n['pid']}/root") / build).exists()))
     if os_prereqs_repo is None:
         out["os.kernel_headers"] = (
             "no package mirror reaches the nodes, so os_prereqs installs nothing and no node has headers "
@@ -85,13 +91,19 @@ def sim_cannot_pass(run_dir: Path, *, os_prereqs_repo: str | None = None,
 
 
 DEVICES = {"atlas-800t-a2": 8, "atlas-800t-a3": 16, "atlas-300i-duo": 0}
+#: device d's NICs share 192.168.d.0/24 across the simulated fleet
+DEVICE_NET = "192.168.{dev}.0/24"
 OLD_PYTHON_OS = ("centos76", "kylinv10")
 
 
 def device_nics(index: int, devices: int) -> list[dict]:
-    """hccn_devices of node `index`: device d at 192.168.d.(10+index)/24 behind 192.168.d.1."""
-    return [{"id": d, "address": f"192.168.{d}.{10 + index}", "netmask": "255.255.255.0",
-             "gateway": f"192.168.{d}.1"} for d in range(devices)]
+    """hccn_devices of node `index`, planned as `ascend-matrix hccn-devices` plans a fleet
+    (provision.hccn): device d at 192.168.d.(10+index)/24 behind 192.168.d.1; none without device NICs."""
+    if not devices:
+        return []  # an inference card (Atlas 300I Duo) has no RoCE NIC
+    name = f"node{index:02d}"
+    plan = plan_device_nics([name], DEVICE_NET, gateway=".1", first_host=10 + index, devices=devices)
+    return hccn_host_vars(plan)[name]["hccn_devices"]
 
 
 def address_device_nics(cluster, devices: int = 8) -> None:

@@ -17,7 +17,6 @@ Installer behaviour is modelled on public sources (cited where used):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -284,17 +283,6 @@ def build_wheels(dest: Path, stacks: Iterable[Stack], arch: str) -> list[Path]:
     return sorted(built.values())
 
 
-def write_sha256sums(directory: Path) -> Path:
-    """SHA256SUMS over every file below `directory` (sha256sum format: `<hex>  <relative path>`)."""
-    lines = []
-    for path in sorted(p for p in directory.rglob("*") if p.is_file() and p.name != "SHA256SUMS"):
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        lines.append(f"{digest}  {path.relative_to(directory).as_posix()}\n")
-    out = directory / "SHA256SUMS"
-    out.write_text("".join(lines))
-    return out
-
-
 def build_package_dir(dest: Path, stacks: list[Mapping[str, object] | Stack], arch: str = "aarch64",
                       products: Iterable[str] = ("910b",)) -> Path:
     """Write every installer and wheel the stacks need into `dest`, plus SHA256SUMS and packages.json.
@@ -332,5 +320,8 @@ def build_package_dir(dest: Path, stacks: list[Mapping[str, object] | Stack], ar
         prefixes = (f"torch-{stack.torch}-", f"torch_npu-{stack.torch_npu}-")
         entry["wheels"] = sorted(f"{WHEELHOUSE}/{p.name}" for p in wheel_paths if p.name.startswith(prefixes))
     (dest / "packages.json").write_text(json.dumps({"arch": arch, "stacks": index}, indent=2) + "\n")
-    write_sha256sums(dest)
+    # the manifest exactly as `ascend-matrix manifest` writes it for a real package directory
+    from ascend_ready.provision.packages import write_manifest  # host side only: pydantic + yaml
+
+    write_manifest(dest)
     return dest

@@ -1,0 +1,103 @@
+"""The search for the smallest fleet that fits a job: the fewest nodes, then no offload, then the least
+model parallelism (memory_costs prices each candidate layout); and the refusal that names it."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import replace
+
+from ascend_ready.errors import TrainingError
+from ascend_ready.training.memory_costs import (
+    GIB,
+    Device,
+    Engine,
+    Layout,
+    MemoryPlan,
+    ModelShape,
+    Workload,
+    plan_memory,
+)
+
+
+def pow2_upto(n: int) -> list[int]:
+    """1, 2, 4, ... up to n (the parallel sizes worth trying)."""
+    return [2**i for i in range(int(math.log2(n)) + 1)] if n >= 1 else [1]
+
+
+def candidate_layouts(model: ModelShape, nodes: int, device: Device, engine: Engine,
+                      base: Layout) -> list[Layout]:
+    """Layouts worth trying on `nodes` nodes, simplest first."""
+    per = device.devices_per_node
+    world = nodes * per
+    out: list[Layout] = []
+    offloads = [False, True] if not base.offload else [True]
+    # a rollout engine spans at most two nodes: wider tensor parallelism across RoCE is not worth it
+    rollout_tps = ([t for t in pow2_upto(min(world, 2 * per)) if model.num_heads % t == 0]
+                   if engine == "verl" else [1])
+    if engine == "trl":
+        stages = sorted({base.zero_stage, 3})
+        for stage, off in itertools.product(stages, offloads):
+            out.append(replace(base, nodes=nodes, strategy="zero", zero_stage=stage, offload=off))
+        return out
+    for off, rtp in itertools.product(offloads, rollout_tps):
+        out.append(replace(base, nodes=nodes, strategy="fsdp", zero_stage=3, tp=1, pp=1, ep=1, offload=off,
+                           rollout_tp=rtp))
+    eps = [e for e in pow2_upto(world) if model.is_moe and model.num_experts % e == 0] or [1]
+    for tp, pp, ep, off, rtp in itertools.product([t for t in pow2_upto(per) if model.num_heads % t == 0],
+                                                  [1, 2, 4, 8, 16], eps, offloads, rollout_tps):
+        out.append(replace(base, nodes=nodes, strategy="megatron", zero_stage=1, tp=tp, pp=pp, ep=ep,
+                           offload=off, rollout_tp=rtp))
+    return out
+
+
+def _simplicity(layout: Layout) -> tuple:
+    return (layout.offload, layout.tp * layout.pp * layout.ep, layout.rollout_tp,
+            layout.strategy != "fsdp")
+
+
+def smallest_fleet(model: ModelShape, work: Workload, device: Device, *, engine: Engine = "trl",
+                   base: Layout | None = None, max_nodes: int = 256) -> MemoryPlan | None:
+    """The plan with the fewest nodes that fits (then no offload, then the least model parallelism)."""
+    # a fleet is whole nodes: every device of each
+    base = replace(base or Layout(nodes=1, devices_per_node=device.devices_per_node),
+                   devices_per_node=device.devices_per_node)
+    nodes = 1
+    while nodes <= max_nodes:
+        fitting = []
+        for layout in candidate_layouts(model, nodes, device, engine, base):
+            if layout.problems(model):
+                continue
+            w = replace(work, rollout_sequences=work.rollout_sequences * nodes // max(base.nodes, 1))
+            plan = plan_memory(model, layout, w, device, engine)
+            if plan.fits:
+                fitting.append(plan)
+        if fitting:
+            return min(fitting, key=lambda p: (_simplicity(p.layout), p.peak_bytes))
+        nodes += 1 if nodes < 16 else 4 if nodes < 64 else 8
+    return None
+
+
+def check_plan(plan: MemoryPlan, model: ModelShape, work: Workload, *, max_nodes: int = 256) -> None:
+    """Raise TrainingError when the plan is over the device limit, naming the smallest fleet that fits."""
+    if plan.fits:
+        return
+    best = smallest_fleet(model, work, plan.device, engine=plan.engine, base=plan.layout, max_nodes=max_nodes)
+    worst = max(plan.phases, key=plan.phases.get)
+    msg = (f"memory plan refused: {model.name} needs {plan.peak_bytes / GIB:.1f} GiB per device in the "
+           f"{worst} phase on {plan.layout.describe()}; the limit is {plan.device.budget_bytes / GIB:.1f} "
+           f"GiB ({plan.device.max_used_pct:g} % of {plan.device.hbm_mb / 1024:g} GiB less the "
+           f"{plan.device.idle_baseline_mb} MiB driver reservation) on {plan.device.name}")
+    if best is None:
+        hint = f"nothing up to {max_nodes} nodes fits; use LoRA, shorter sequences or a smaller batch"
+    else:
+        lay = best.layout
+        flags = f"--nodes {lay.nodes} --strategy {lay.strategy}" + "".join(
+            f" --{k} {v}" for k, v in (("tp", lay.tp), ("pp", lay.pp), ("ep", lay.ep)) if v > 1)
+        if plan.engine == "verl":
+            flags += f" --rollout-tp {lay.rollout_tp}"
+        offload = "; set distributed.offload=true" if lay.offload and not plan.layout.offload else ""
+        hint = (f"smallest fleet that fits: {lay.nodes} node(s) — {lay.describe()}, peak "
+                f"{best.peak_bytes / GIB:.1f} GiB per device (`ascend-train plan -c CONFIG {flags}` shows it"
+                f"{offload})")
+    raise TrainingError(msg, hint=hint)
