@@ -42,7 +42,23 @@ def _target_options(fn):
             "--hosts", metavar="H1,H2", help="Comma-separated hosts ([user@]host[:port]); default: this node."
         ),
         click.option(
-            "-i", "--inventory", type=click.Path(dir_okay=False), help="Ansible inventory (INI or YAML)."
+            "-i",
+            "--inventory",
+            type=click.Path(),
+            help="Ansible inventory: INI or YAML (read fast), or a directory, plugin, script or vaulted "
+            "variables (read by ansible-inventory).",
+        ),
+        click.option(
+            "--vault-password-file",
+            type=click.Path(dir_okay=False),
+            help="Vault password file for vaulted inventory variables "
+            "(default: $ANSIBLE_VAULT_PASSWORD_FILE).",
+        ),
+        click.option(
+            "-K",
+            "--ask-become-pass",
+            is_flag=True,
+            help="Ask for the sudo password of hosts with ansible_become (once, for all of them).",
         ),
         click.option(
             "--limit", metavar="PATTERN", help="Only these inventory hosts/groups (Ansible syntax)."
@@ -124,6 +140,33 @@ def _target_options(fn):
     return fn
 
 
+def _check_select(select: tuple[str, ...], tier: str | None) -> None:
+    """Refuse a --select glob that matches no check id (naming the nearest ids), or, in the quick tier,
+    only full-tier checks: mixed with a valid glob, either would silently shrink the run."""
+    if not select:
+        return
+    import difflib
+    import fnmatch
+
+    from ascend_ready.checks.registry import all_checks
+
+    checks = all_checks()
+    for glob in select:
+        hits = [spec for spec in checks.values() if fnmatch.fnmatchcase(spec.id, glob)]
+        if not hits:
+            near = difflib.get_close_matches(glob, list(checks), n=3, cutoff=0.7)
+            raise ConfigError(
+                f"no check matches --select/--skip: --select {glob!r} is no check id",
+                hint=(f"did you mean {' or '.join(near)}? " if near else "")
+                + "`ascend-check list` shows every id",
+            )
+        if tier == "quick" and all(spec.tier != "quick" for spec in hits):
+            raise ConfigError(
+                f"--select {glob!r} matches only full-tier checks ({', '.join(s.id for s in hits)})",
+                hint="add --tier full",
+            )
+
+
 def _merged(ctx: click.Context, params: dict) -> dict:
     """Subcommand options, falling back to the ones given before the subcommand name."""
     parent = ctx.parent.params if ctx.parent else {}
@@ -136,13 +179,13 @@ def _merged(ctx: click.Context, params: dict) -> dict:
 
 
 def _targets(p: dict):
-    from ascend_ready.checks.inventory import limit_targets, load_inventory, parse_hosts
+    from ascend_ready.checks.inventory import check_host_profiles, limit_targets, load_inventory, parse_hosts
     from ascend_ready.checks.transport import LOCAL, Target
 
     if p["hosts"] and p["inventory"]:
         raise ConfigError("give --hosts or -i INVENTORY, not both")
     if p["inventory"]:
-        targets = load_inventory(p["inventory"])
+        targets = load_inventory(p["inventory"], vault_password_file=p.get("vault_password_file"))
     elif p["hosts"]:
         targets = parse_hosts(p["hosts"])
     else:
@@ -151,6 +194,13 @@ def _targets(p: dict):
         targets = [Target(name=socket.gethostname().split(".")[0] or "localhost", address=LOCAL)]
     if p["limit"]:
         targets = limit_targets(targets, p["limit"])
+    if p["inventory"]:
+        check_host_profiles(targets, p["inventory"])
+    if p.get("ask_become_pass") and any(t.become for t in targets):
+        password = click.prompt("BECOME password", hide_input=True, err=True)
+        for t in targets:
+            if t.become and t.become_password is None:
+                t.become_password = password
     return targets
 
 
@@ -205,6 +255,49 @@ def _collect_with_progress(targets, options, specs):
             bar.update(task, advance=1, description=f"{host.name} {host.collect_s:.2f}s{note}")
 
         return collect_snapshot(targets, options, progress=progress, specs=specs)
+
+
+def _check_rank_table_args(table_file, hosts_file, exclude, snapshot_dir) -> None:
+    """--rank-table/--hostfile/--exclude refused before any host is probed (exit 2, saying what to type)."""
+    from ascend_ready.checks.cluster.ranktable import parse_exclude
+    from ascend_ready.checks.html_report import check_output_path
+
+    check_output_path(table_file, "--rank-table")
+    check_output_path(hosts_file, "--hostfile")
+    parse_exclude(exclude)
+    if exclude and not (table_file or hosts_file):
+        raise ConfigError("--exclude chooses what the rank table leaves out, and no rank table was asked for",
+                          hint="add --rank-table hccl.json and/or --hostfile hostfile")
+    if (table_file or hosts_file) and snapshot_dir:
+        raise ConfigError("--rank-table/--hostfile need a live run (they name each node's address and may "
+                          "read its device IPs again)",
+                          hint="run ascend-check -i INVENTORY --rank-table hccl.json")
+
+
+def _write_rank_table(report, snap, targets, options, table_file, hosts_file, exclude) -> bool:
+    """Write the rank table and/or its host list; False (after a line on stderr saying why) when no host
+    has a device to put in it."""
+    from ascend_ready.checks.cluster.ranktable import fleet_rank_table, hostfile
+    from ascend_ready.checks.report import write_atomic
+
+    failed: dict[str, list[str]] = {}
+    for r in report.results:
+        if r.status in ("fail", "error"):
+            failed.setdefault(r.host, []).append(r.check_id)
+    table = fleet_rank_table(snap, targets, options.fanout, exclude=exclude, failed=failed,
+                             note=lambda line: click.echo(line, err=True))
+    if table is None:
+        return False
+    devices = sum(len(s["device"]) for s in table["server_list"])
+    for path, text in ((table_file, json.dumps(table, indent=1) + "\n"), (hosts_file, hostfile(table))):
+        if path:
+            try:
+                write_atomic(Path(path), text)
+            except OSError as exc:
+                raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+            what = "rank table" if path == table_file else "hostfile"
+            click.echo(f"{what}: {path} ({devices} device(s) on {table['server_count']} host(s))", err=True)
+    return True
 
 
 def _emit(report, fmt: str, junit: str | None, prometheus: str | None, verbose: bool) -> None:
@@ -276,6 +369,27 @@ def _emit(report, fmt: str, junit: str | None, prometheus: str | None, verbose: 
     metavar="SECONDS",
     help="How long the launch spec stays valid.",
 )
+@click.option(
+    "--rank-table",
+    "rank_table_file",
+    metavar="FILE",
+    help="Also write the HCCL rank table here (hccl.json, RANK_TABLE_FILE): every reachable host's devices "
+    "npu-smi shows healthy and whose device IP was read, less --exclude.",
+)
+@click.option(
+    "--hostfile",
+    "hostfile_file",
+    metavar="FILE",
+    help="Also write the host list of that rank table here (`HOST slots=N` per line, for torchrun/mpirun "
+    "launchers).",
+)
+@click.option(
+    "--exclude",
+    multiple=True,
+    metavar="HOST[:DEV]",
+    help="Leave this node, or one device of it, out of --rank-table/--hostfile (repeatable), e.g. "
+    "--exclude node03 --exclude node02:5.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="List passing checks in the table too.")
 @click.version_option(package_name="ascend-ready", prog_name="ascend-check")
 @click.pass_context
@@ -310,9 +424,16 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
         check_output_path(html_file, "--html")  # before any host is probed
         spec_file, spec_valid_s = params.pop("launch_spec_file"), params.pop("launch_spec_valid_s")
         check_output_path(spec_file, "--launch-spec")
+        table_file, hosts_file, exclude = (params.pop("rank_table_file"), params.pop("hostfile_file"),
+                                           params.pop("exclude"))
+        _check_rank_table_args(table_file, hosts_file, exclude, snapshot_dir)
+        check_output_path(junit, "--junit")
+        check_output_path(prometheus, "--prometheus")
         started = time.monotonic()
         options = _options(params)
-        specs = options.checks()
+        # a snapshot's own tier decides which selections are valid there, once it is read
+        _check_select(params["select"], None if snapshot_dir else params["tier"])
+        specs = None if snapshot_dir else options.checks()
     if snapshot_dir:
         from ascend_ready.checks.snapshot import load_snapshot
 
@@ -337,11 +458,15 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
             notes += override_profiles(snap, judging)
         for note in notes:
             click.echo(f"warning: {note}", err=True)
-        if judging is not options:
-            options, specs = judging, judging.checks()
+        _check_select(params["select"], judging.tier)
+        options, specs = judging, judging.checks()
         report = judge_snapshot(snap, options, source=str(snapshot_dir), specs=specs, started=started)
     else:
         targets = _targets(params)
+        if exclude:
+            from ascend_ready.checks.cluster.ranktable import parse_exclude
+
+            exclude = parse_exclude(exclude, [t.name for t in targets])
         snap = _collect_with_progress(targets, options, specs)
         report = judge_snapshot(snap, options, specs=specs, started=started)
     if spec_file and snapshot_dir:
@@ -352,11 +477,16 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
     if spec_file:
         from ascend_ready.checks.cluster.launchspec import make_launch_spec
 
-        spec = make_launch_spec(report, snap, targets, options.fanout, valid_s=spec_valid_s)
+        spec = make_launch_spec(report, snap, targets, options.fanout, valid_s=spec_valid_s,
+                                note=lambda line: click.echo(f"launch spec: {line}", err=True))
         Path(spec_file).write_text(spec.model_dump_json(indent=1) + "\n")
         click.echo(f"launch spec: {spec_file} ({len(spec.startable_hosts())} of {len(spec.hosts)} host(s) "
                    f"may start, valid {spec_valid_s} s)", err=True)
-    sys.exit(exit_code(report))
+    code = exit_code(report)
+    if (table_file or hosts_file) and not _write_rank_table(report, snap, targets, options, table_file,
+                                                           hosts_file, exclude):
+        code = code or ExitCode.FAILED  # asked for, not written: the run did not give what it was for
+    sys.exit(code)
 
 
 @main.command("collect")
@@ -384,12 +514,15 @@ def collect_cmd(ctx: click.Context, output, plogs, **params) -> None:
     Exit codes: 0 saved; 3 a host was unreachable (the others are saved); 2 usage error.
     """
     from ascend_ready.checks.snapshot import save_snapshot
+    from ascend_ready.paths import check_output_dir
 
     params = _merged(ctx, params)
     out = Path(output)
     if (out / "manifest.json").exists():
         raise ConfigError(f"{out} already holds a snapshot", hint="choose a new directory")
+    check_output_dir(out, "-o")  # before any host is probed
     options = _options(params)
+    _check_select(params["select"], params["tier"])
     specs = options.checks()
     if plogs:
         from ascend_ready.checks.diagnose import PLOG_REQUEST
@@ -414,7 +547,10 @@ def list_cmd(tier, select, skip, fmt) -> None:
     """List the checks: id, tier, severity, what they assert and how to fix a failure."""
     from ascend_ready.checks.registry import select_checks
 
+    _check_select(select, tier)
     specs = select_checks(tier, select, skip)
+    if not specs:
+        raise ConfigError("no check matches --select/--skip", hint="`ascend-check list` shows every id")
     if fmt == "json":
         rows = [
             {

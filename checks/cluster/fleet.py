@@ -28,6 +28,8 @@ class Deviation:
     reference: str  # "majority (5 of 6 nodes)", "golden file" or what pinned the value
 
     def __str__(self) -> str:
+        if self.expected == MISSING:  # no reference: nothing read on most nodes, or a tie
+            return f"{self.node}: {self.field} is {self.value}, so it cannot be compared with the fleet"
         return f"{self.node}: {self.field} is {self.value}, the {self.reference} has {self.expected}"
 
 
@@ -62,7 +64,8 @@ def compare(
     """Every node's deviations from the golden value of a field, or else from the fleet's strict majority.
 
     A field some nodes did not report counts as MISSING for them, so a node whose probe failed is named
-    too (never silently left out of the vote).
+    too (never silently left out of the vote), and MISSING is never a reference: a field no node
+    reported names every node rather than passing what nobody read.
     """
     nodes = sorted(fingerprints)
     fields = sorted({f for fp in fingerprints.values() for f in fp} | set(golden or {}))
@@ -73,17 +76,18 @@ def compare(
         if golden and field in golden:
             expected, reference = str(golden[field]), pinned_by
         else:
-            counts = Counter(values.values())
-            top, top_n = counts.most_common(1)[0]
-            if top_n * 2 <= len(nodes):
-                if len(counts) > 1:
+            read = Counter(v for v in values.values() if v != MISSING)
+            top, top_n = read.most_common(1)[0] if read else (MISSING, 0)
+            if top_n * 2 > len(nodes):
+                expected, reference = top, f"majority ({top_n} of {len(nodes)} nodes)"
+            else:  # no strict majority: a tie among what was read, never a guess
+                expected, reference = MISSING, "fleet"
+                if len(read) > 1:
                     holders = sorted(
-                        ((v, tuple(n for n in nodes if values[n] == v)) for v in counts),
+                        ((v, tuple(n for n in nodes if values[n] == v)) for v in read),
                         key=lambda h: (-len(h[1]), h[0]),
                     )
                     ties.append(Tie(field, tuple(holders)))
-                continue
-            expected, reference = top, f"majority ({top_n} of {len(nodes)} nodes)"
         deviations += [Deviation(n, field, values[n], expected, reference) for n in nodes
-                       if values[n] != expected]
+                       if values[n] == MISSING or (expected != MISSING and values[n] != expected)]
     return deviations, ties

@@ -7,14 +7,14 @@ like the report (`ascend-check schema launch-spec`); a newer version keeps readi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode, ParseError
+from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
 
 if TYPE_CHECKING:
     from ascend_ready.checks.report import Report
@@ -205,7 +205,7 @@ def spec_from_report(
     `devices[name]` is (healthy device ids, excluded id -> reason), e.g. from `healthy_devices`;
     `training[name]` the (training user, interpreter) where the inventory names them.
     """
-    from ascend_ready.checks.parsers.ip_route import parse_ip_addr, parse_ip_route_get
+    from ascend_ready.checks.parsers.ip_route import nic_toward, parse_ip_addr, parse_ip_route_get
 
     addrs, devices, fingerprints, training = addrs or {}, devices or {}, fingerprints or {}, training or {}
     judged = {h.name: h for h in report.hosts} if report is not None else {}
@@ -228,14 +228,13 @@ def spec_from_report(
         nic = ip = None
         if t.name in routes:
             route = parse_ip_route_get(routes[t.name])
-            nic, ip = route.dev, route.src
-            if route.is_local:
-                held = parse_ip_addr(addrs[t.name]).holding(master_addr) if t.name in addrs else None
-                if held is None:
-                    raise ConfigError(f"{t.name}: the master address {master_addr} is local, but no NIC "
-                                      "holds it in `ip -o addr show`",
-                                      hint="give the master's address on its cluster network")
-                nic, ip = held.dev, held.address
+            held = parse_ip_addr(addrs[t.name]) if route.is_local and t.name in addrs else None
+            toward = nic_toward(master_addr, route, held)
+            if toward is None:
+                raise ConfigError(f"{t.name}: the master address {master_addr} is local, but no NIC "
+                                  "holds it in `ip -o addr show`",
+                                  hint="give the master's address on its cluster network")
+            nic, ip = toward
         healthy, excluded = devices.get(t.name, ([], {}))
         user, python = training.get(t.name, (None, None))
         hosts[t.name] = LaunchSpecHost(
@@ -322,12 +321,13 @@ def current_fingerprints(targets: Sequence[Target], fanout, profiles: Mapping[st
 
 
 def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout, *,
-                     valid_s: int = 3600, master_port: int = 29500) -> LaunchSpec:
+                     valid_s: int = 3600, master_port: int = 29500,
+                     note: Callable[[str], None] = lambda line: None) -> LaunchSpec:
     """The launch spec `ascend-check --launch-spec FILE` writes after a live run: per host its verdict,
     healthy devices, stack fingerprint and the NIC with the route to the master (the first host that
     passed, as the node resolves it), and the HCCL rank table of the healthy devices where their device
-    IPs were read."""
-    from ascend_ready.checks.cluster.ranktable import RankTableHost, build_rank_table
+    IPs were read (else `note` says why there is none)."""
+    from ascend_ready.checks.cluster.ranktable import build_rank_table, table_hosts
     from ascend_ready.checks.probes import Probe
     from ascend_ready.checks.transport import collect
 
@@ -361,23 +361,16 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
         if name in profiles:  # whose environment the stack was read in: the launch reads it there again
             host.fingerprint_user = profiles[name].training_user
             host.fingerprint_python = profiles[name].python
-    table_hosts = []
-    for name, host in spec.startable_hosts().items():
-        snap = snapshot.hosts[name]
-        ips = {}
-        for pid, res in snap.probes.items():
-            if pid.startswith("hccn-ip.") and res.rc == 0:
-                from ascend_ready.checks.parsers.hccn import parse_hccn_ip
-
-                try:
-                    parsed = parse_hccn_ip(res.stdout)
-                except ParseError:
-                    continue
-                if parsed.address:
-                    ips[int(pid.split(".", 1)[1])] = parsed.address
-        usable = {d: ip for d, ip in ips.items() if d in host.devices}
-        if usable:
-            table_hosts.append(RankTableHost(name, host.ip or host.address, usable))
-    if table_hosts and len(table_hosts) == len(spec.startable_hosts()):
-        spec.rank_table = build_rank_table(table_hosts)
+    startable = spec.startable_hosts()
+    servers, left_out = table_hosts(snapshot, {n: (h.ip or h.address, h.devices)
+                                               for n, h in startable.items()})
+    if servers and len(servers) == len(startable):
+        spec.rank_table = build_rank_table(servers)
+    elif startable:
+        read = [n for n in startable if any(p.startswith("hccn-ip.") for p in snapshot.hosts[n].probes)]
+        kept = {s.name for s in servers}
+        why = "; ".join(f"{n} ({'; '.join(w)})" for n, w in left_out.items() if n not in kept and n in read)
+        note("no rank table: " + (why or "the selected checks read no device IP")
+             + " (hccl.ip reads device IPs, npu.* the healthy devices; or write the table alone: "
+             "--rank-table FILE)")
     return spec

@@ -1,6 +1,8 @@
 """The device-NIC ping mesh run for real over SSH: how each ping is judged (on outputs the simulator's
 hccn_tool renders), then the whole mesh on a 4-node simulated A2 cluster with its device NICs addressed
-as the fleet's hccn role does, healthy and with one fault of each kind injected through `ascend-sim fault`."""
+as the fleet's hccn role does, healthy and with one fault of each kind injected through `ascend-sim fault`.
+The same cluster carries the fleet.* checks (a node on another CANN, one with another TLS switch) and the
+rank table `ascend-check --rank-table` writes, with the devices the mesh named left out by --exclude."""
 
 from __future__ import annotations
 
@@ -96,7 +98,26 @@ def cluster(sim_host):
 
     with cluster_up(RUN_DIR, SUBNET, 4, "a2-ubuntu2204") as c:
         address_device_nics(c)
+        for node in c.nodes:  # npu-smi where the driver package puts it (sim/packages/run_driver.sh)
+            _install(node, "npu-smi", "/usr/local/sbin/npu-smi")
         yield c
+
+
+def _install(node, tool: str, where: str) -> None:
+    import os
+    import shutil
+
+    from ascend_ready.sim import cluster as sim
+
+    shutil.copy(sim.NODE_TOOLS / tool, f"/proc/{node.pid}/root{where}")
+    os.chmod(f"/proc/{node.pid}/root{where}", 0o755)
+
+
+def _ascend_check(c, *args: str):
+    from ascend_ready.checks.cli import main
+
+    return CliRunner().invoke(main, ["-i", str(c.inventory_path), "--ssh-config", str(c.ssh_config),
+                                     "--known-hosts", str(c.known_hosts), *args])
 
 
 def _mesh(c):
@@ -117,6 +138,70 @@ def test_a_healthy_cluster_passes_every_ping_in_three_rounds(cluster):
     assert result.ok, result.lines()
     assert (result.rounds, result.pings, result.retests) == (3, 4 * 3 // 2 * 8, 0)
     assert len(result.round_wall_s) == 3 and all(w < 20 for w in result.round_wall_s)
+
+
+@pytest.mark.sim
+def test_the_launch_spec_and_rank_table_option_write_the_same_table_of_a_healthy_cluster(cluster, tmp_path):
+    import json
+
+    spec_file, table_file = tmp_path / "spec.json", tmp_path / "hccl.json"
+    result = _ascend_check(cluster, "--select", "hccl.ip", "--select", "npu.health", "--format", "json",
+                           "--launch-spec", str(spec_file), "--rank-table", str(table_file))
+    assert result.exit_code == 0, result.output
+    table = json.loads(table_file.read_text())
+    assert json.loads(spec_file.read_text())["rank_table"] == table
+    assert [(s["server_id"], len(s["device"])) for s in table["server_list"]] == [
+        ("node01", 8), ("node02", 8), ("node03", 8), ("node04", 8)]
+    assert table["server_list"][2]["device"][5] == {"device_id": "5", "device_ip": "192.168.5.13",
+                                                    "rank_id": "21"}
+
+
+def _node_sh(c, name: str, script: str, stdin: str = "") -> None:
+    from ascend_ready.sim import cluster as sim
+
+    sim.node_exec(c.node(name), ["sh", "-c", script], input=stdin, text=True, check=True, capture_output=True)
+
+
+@pytest.fixture
+def drifted(cluster):
+    """CANN 8.2.RC1 installed on every node but node03 (8.0.0), as the toolkit installer leaves it (its
+    ascend_toolkit_install.info: sim/packages/versionfiles.py, from the real files of shared/ascend-samples),
+    and node04's device NICs switched to TLS on the way an operator does (`hccn_tool -i N -tls -s enable 1`);
+    both undone afterwards."""
+    import platform
+
+    from ascend_ready.sim.packages.versionfiles import toolkit_install_info
+
+    arch, root = platform.machine(), "/usr/local/Ascend/ascend-toolkit"
+    for node in cluster.nodes:
+        version = "8.0.0" if node.name == "node03" else "8.2.RC1"
+        where = f"{root}/{version}/{arch}-linux"
+        _node_sh(cluster, node.name, f"mkdir -p {where} && cat > {where}/ascend_toolkit_install.info && "
+                 f"ln -sfn {version} {root}/latest", toolkit_install_info(version, arch, where))
+    tls = "for d in 0 1 2 3 4 5 6 7; do hccn_tool -i $d -tls -s enable {}; done"
+    _node_sh(cluster, "node04", tls.format(1))
+    try:
+        yield
+    finally:
+        _node_sh(cluster, "node04", tls.format(0))
+        for node in cluster.nodes:
+            _node_sh(cluster, node.name, f"rm -rf {root}")
+
+
+@pytest.mark.sim
+def test_fleet_names_the_node_on_another_cann_and_the_node_with_another_tls_switch(cluster, drifted):
+    import json
+
+    result = _ascend_check(cluster, "--select", "fleet.*", "--format", "json")
+    assert result.exit_code == 1, result.output
+    results = json.loads(result.stdout)["results"]
+    status = {(r["host"], r["check_id"]): (r["status"], r["message"]) for r in results}
+    assert status[("node03", "fleet.stack")] == (
+        "fail", "node03: cann is 8.0.0, the majority (3 of 4 nodes) has 8.2.RC1")
+    assert status[("node04", "fleet.hccn")] == ("fail", "node04: tls is 1, the majority (3 of 4 nodes) has 0")
+    odd = {("node03", "fleet.stack"), ("node04", "fleet.hccn")}
+    assert {k: v for k, v in status.items() if v[0] != "pass"}.keys() == odd, status
+    assert len(status) == 4 * 4
 
 
 @pytest.fixture(scope="module")
@@ -164,16 +249,23 @@ def test_partial_loss_is_reported_with_its_summary(faulty):
     assert not faulty.unresolved and not faulty.transient
 
 
+@pytest.fixture(scope="module")
+def checked(faulty, cluster, tmp_path_factory):
+    """`ascend-check --tier full --select hccl.mesh` over the faults, once, also writing the rank table
+    and host list with the devices the mesh named left out: (result, rank table file, hostfile)."""
+    out = tmp_path_factory.mktemp("ranktable")
+    table_file, hosts_file = out / "hccl.json", out / "hostfile"
+    result = _ascend_check(cluster, "--tier", "full", "--select", "hccl.mesh", "--format", "json",
+                           "--rank-table", str(table_file), "--hostfile", str(hosts_file),
+                           "--exclude", "node03:5", "--exclude", "node04:1", "--exclude", "node01:6")
+    return result, table_file, hosts_file
+
+
 @pytest.mark.sim
-def test_ascend_check_runs_the_mesh_as_hccl_mesh_and_names_each_culprit(faulty, cluster):
+def test_ascend_check_runs_the_mesh_as_hccl_mesh_and_names_each_culprit(checked):
     import json
 
-    from ascend_ready.checks.cli import main
-
-    args = ["-i", str(cluster.inventory_path), "--ssh-config", str(cluster.ssh_config),
-            "--known-hosts", str(cluster.known_hosts), "--tier", "full", "--select", "hccl.mesh",
-            "--format", "json"]
-    result = CliRunner().invoke(main, args)
+    result = checked[0]
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout)
     by_host = {r["host"]: r for r in report["results"] if r["check_id"] == "hccl.mesh"}
@@ -183,3 +275,33 @@ def test_ascend_check_runs_the_mesh_as_hccl_mesh_and_names_each_culprit(faulty, 
     assert "device 5:" in message["node03"] and "100.00% packet loss" in message["node03"]
     assert "device 3 cannot reach node04 device 3" in message["node02"]
     assert "device 1:" in message["node04"] and "is held by node02 device 1" in message["node04"]
+
+
+@pytest.mark.sim
+def test_the_rank_table_leaves_out_the_devices_the_mesh_named_when_excluded(checked, cluster):
+    import json
+
+    result, table_file, hosts_file = checked  # hccl.mesh failed (exit 1); the table is written all the same
+    table = json.loads(table_file.read_text())
+    devices = {s["server_id"]: [int(d["device_id"]) for d in s["device"]] for s in table["server_list"]}
+    assert devices == {"node01": [0, 1, 2, 3, 4, 5, 7], "node02": [0, 1, 2, 3, 4, 5, 6, 7],
+                       "node03": [0, 1, 2, 3, 4, 6, 7], "node04": [0, 2, 3, 4, 5, 6, 7]}
+    ranks = [int(d["rank_id"]) for s in table["server_list"] for d in s["device"]]
+    assert ranks == list(range(29)) and table["version"] == "1.0" and table["server_count"] == "4"
+    node02 = {d["device_id"]: d["device_ip"] for d in table["server_list"][1]["device"]}
+    assert node02["1"] == "192.168.1.14"  # the duplicate's other holder, now unique in the table
+    ips = {n.name: n.ip for n in cluster.nodes}
+    assert hosts_file.read_text() == "".join(
+        f"{ips[n]} slots={len(devices[n])}\n" for n in ("node01", "node02", "node03", "node04"))
+    assert "rank table keeps hosts whose checks failed: node01 (hccl.mesh)" in result.stderr
+    assert f"rank table: {table_file} (29 device(s) on 4 host(s))" in result.stderr
+
+
+@pytest.mark.sim
+def test_a_rank_table_with_a_device_ip_on_two_nodes_is_refused_naming_both(faulty, cluster, tmp_path):
+    table_file = tmp_path / "hccl.json"
+    result = _ascend_check(cluster, "--select", "os.glibc", "--rank-table", str(table_file))
+    assert result.exit_code == 2, result.output
+    assert "device IP 192.168.1.14 of node04 device 1 is also node02 device 1's" in result.stderr
+    assert "--exclude node04:1" in result.stderr
+    assert not table_file.exists()
