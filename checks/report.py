@@ -127,20 +127,55 @@ def render_json(report: Report) -> str:
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "red", "skip": "dim"}
 
 
+#: hosts beyond which the pass grid folds hosts with the same counts into one row
+_GRID_HOSTS = 16
+
+
+def _pass_grid(report: Report, title: str):
+    """Host x check group (the id's prefix: npu, pcie, hccl, os, versions, fleet): how many checks passed
+    (and were skipped); above _GRID_HOSTS hosts, the hosts whose rows are the same share one."""
+    from rich.table import Table
+
+    groups = sorted({r.check_id.split(".", 1)[0] for r in report.results})
+    counts = Counter((r.host, r.check_id.split(".", 1)[0], r.status) for r in report.results)
+    fold = len(report.hosts) > _GRID_HOSTS
+    rows: dict[tuple[str, ...], list[str]] = {}
+    for host in dict.fromkeys(r.host for r in report.results):
+        cells = tuple(_grid_cell(counts[(host, g, "pass")], counts[(host, g, "skip")]) for g in groups)
+        rows.setdefault(cells if fold else (host, *cells), []).append(host)
+    table = Table("host", *groups, title=title)
+    for key, hosts in rows.items():
+        if not fold:
+            table.add_row(*key)
+            continue
+        names = ", ".join(hosts) if len(hosts) <= 3 else f"{hosts[0]}, {hosts[1]} and {len(hosts) - 2} more"
+        table.add_row(names, *key)
+    return table
+
+
+def _grid_cell(passed: int, skipped: int) -> str:
+    cell = " ".join(([f"[green]{passed} pass[/]"] if passed else []) + ([f"[dim]{skipped} skip[/]"] if skipped
+                                                                         else []))
+    return cell or "-"
+
+
 def render_table(report: Report, console, *, verbose: bool = False) -> None:
     """Per host and check, the status; failures, errors and warnings with message, evidence and fix."""
     from rich.table import Table
 
-    table = Table(show_lines=False, title=f"ascend-check ({report.tier} tier, profile {report.profile})")
-    for col in ("host", "check", "status", "message"):
-        table.add_column(col, overflow="fold")
-    for h in report.unreachable:
-        table.add_row(h.name, "(host)", "[bold red]unreachable[/]", h.error or "")
-    for r in report.results:
-        if r.status == "pass" and not verbose:
-            continue
-        table.add_row(r.host, r.check_id, f"[{_STYLE[r.status]}]{r.status}[/]", r.message)
-    console.print(table)
+    title = f"ascend-check ({report.tier} tier, profile {report.profile})"
+    shown = [r for r in report.results if verbose or r.status != "pass"]
+    if report.results and not shown and not report.unreachable:
+        console.print(_pass_grid(report, title))  # all passed: what was checked, not an empty table
+    else:
+        table = Table(show_lines=False, title=title)
+        for col in ("host", "check", "status", "message"):
+            table.add_column(col, overflow="fold")
+        for h in report.unreachable:
+            table.add_row(h.name, "(host)", "[bold red]unreachable[/]", h.error or "")
+        for r in shown:
+            table.add_row(r.host, r.check_id, f"[{_STYLE[r.status]}]{r.status}[/]", r.message)
+        console.print(table)
     for r in report.results:
         if r.status not in ("fail", "error", "warn"):
             continue

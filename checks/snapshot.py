@@ -129,6 +129,15 @@ def save_snapshot(snap: Snapshot, directory: Path) -> None:
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 
+_RECOLLECT = "the snapshot is damaged or not one: collect it again with `ascend-check collect -o DIR`"
+
+
+def _not_text(path: Path, exc: UnicodeDecodeError) -> ConfigError:
+    # collect saves outputs as UTF-8 text (undecodable bytes replaced), so other bytes mean damage
+    return ConfigError(f"{path} is not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})",
+                       hint=_RECOLLECT)
+
+
 def load_snapshot(directory: Path) -> Snapshot:
     """Read a snapshot directory; a missing or malformed one is a ConfigError that says what is wrong."""
     directory = Path(directory)
@@ -140,8 +149,10 @@ def load_snapshot(directory: Path) -> Snapshot:
             f"{directory} is not a snapshot: no manifest.json",
             hint="create one with `ascend-check collect -o DIR`",
         ) from None
+    except UnicodeDecodeError as exc:
+        raise _not_text(path, exc) from None
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
+        raise ConfigError(f"cannot read {path}: {exc}", hint=_RECOLLECT) from None
     if not isinstance(manifest, dict) or manifest.get("schema_version") != SNAPSHOT_SCHEMA_VERSION:
         raise ConfigError(
             f"{path}: unsupported snapshot schema_version "
@@ -152,15 +163,18 @@ def load_snapshot(directory: Path) -> Snapshot:
         hdir = directory / _safe(host_name, "host")
         for probe_id, meta in (host.get("probes") or {}).items():
             _safe(probe_id, "probe")
+            out, err = hdir / f"{probe_id}.out", hdir / f"{probe_id}.err"
             try:
-                meta["stdout"] = (hdir / f"{probe_id}.out").read_text()
+                meta["stdout"] = out.read_text()
+                meta["stderr"] = err.read_text() if err.exists() else ""
             except FileNotFoundError:
                 raise ConfigError(
-                    f"snapshot {directory} lists {host_name}/{probe_id} but "
-                    f"{hdir / (probe_id + '.out')} is missing"
+                    f"snapshot {directory} lists {host_name}/{probe_id} but {out} is missing", hint=_RECOLLECT
                 ) from None
-            err = hdir / f"{probe_id}.err"
-            meta["stderr"] = err.read_text() if err.exists() else ""
+            except UnicodeDecodeError as exc:
+                raise _not_text(err if "stdout" in meta else out, exc) from None
+            except OSError as exc:
+                raise ConfigError(f"cannot read {out}: {exc.strerror or exc}", hint=_RECOLLECT) from None
     try:
         return Snapshot.model_validate(manifest)
     except ValidationError as exc:

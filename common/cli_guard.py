@@ -2,9 +2,9 @@
 `hint:` lines on stderr and the exit code its class names (ascend_ready.errors), never a traceback.
 
 Use `cls=GuardedGroup` (or `GuardedCommand`) on a CLI's top-level click group or command: everything
-invoked under it is covered, subcommands added from other modules included. Click's own usage errors
-keep click's message and exit 2; Ctrl-C prints `error: interrupted` and exits 130. Anything else is a
-bug and keeps its traceback.
+invoked under it is covered, subcommands added from other modules included, and `-h` works as `--help`.
+Click's own usage errors keep click's message and exit 2; Ctrl-C prints `error: interrupted` and exits
+130. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ def show_error(error: AscendReadyError) -> int:
 
 
 class _Guarded:
+    def __init__(self, *args, context_settings: dict | None = None, **kwargs):
+        # -h as well as --help on every command (click's contexts pass it down to subcommands).
+        context_settings = {"help_option_names": ["-h", "--help"], **(context_settings or {})}
+        super().__init__(*args, context_settings=context_settings, **kwargs)  # type: ignore[call-arg]
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)  # type: ignore[misc]

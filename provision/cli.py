@@ -47,6 +47,7 @@ def _dump(data: Any) -> None:
 @click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--matrix", "matrix_file", type=click.Path(dir_okay=False), default=None,
               help="Matrix file to use instead of the packaged provision/matrix.yml.")
+@click.version_option(package_name="ascend-ready", prog_name="ascend-matrix")
 @click.pass_context
 def main(ctx: click.Context, matrix_file: str | None) -> None:
     """Show and query the Ascend compatibility matrix (HDK, CANN, torch, torch_npu, Python, OS)."""

@@ -39,6 +39,13 @@ DEFAULT_ARCH = "aarch64"
 #: NNAL's Python libraries load only on these (instg_0045), so they win when nothing else decides
 NNAL_PYTHONS = ("3.11", "3.10")
 MANYLINUX_GLIBC = {"manylinux2014": "2.17", "manylinux_2_28": "2.28"}
+#: python-build-standalone's `install_only` archive (docs/running.rst: the gnu builds need glibc 2.17);
+#: it unpacks to a top-level python/ directory
+PYTHON_BUILD_FILE = "cpython-{version}+{build}-{arch}-unknown-linux-gnu-install_only.tar.gz"
+#: where python_env unpacks it on a node (one directory per CPython version)
+PYTHON_BUILD_DIR = "/opt/ascend-ready/python-{version}"
+PYTHON_BUILD_PAGE = ("GitHub: astral-sh/python-build-standalone > Releases > {build} > "
+                     "cpython-{version}+{build}-{arch}-unknown-linux-gnu-install_only.tar.gz")
 
 def _checked_version(text: str) -> str:
     version_key(text)
@@ -173,6 +180,16 @@ class EngineRow(MatrixModel):
     source: str
 
 
+class PythonBuild(MatrixModel):
+    """A relocatable CPython (python-build-standalone `install_only`, glibc 2.17) that python_env unpacks
+    on a node whose own python3 the stack's wheels do not support (CentOS 7.6's 3.6, Kylin V10's 3.7)."""
+
+    python: PythonVersion = Field(description="MAJOR.MINOR it provides")
+    version: Version = Field(description="the CPython release, e.g. 3.11.14")
+    build: str = Field(pattern=r"^\d{8}$", description="the python-build-standalone release tag, e.g. 20251031")
+    source: str
+
+
 class Matrix(MatrixModel):
     """The whole file. Cross-references are checked by `check_matrix` after parsing."""
 
@@ -186,6 +203,8 @@ class Matrix(MatrixModel):
     stacks: list[StackRow]
     engines: list[EngineRow] = Field(default_factory=list,
                                      description="RL engines and the stacks they state they support")
+    python_builds: list[PythonBuild] = Field(
+        default_factory=list, description="standalone CPython builds for OSes whose python3 is too old")
 
     # Lookups. Version ids compare through version_key, so 8.2.rc1 finds 8.2.RC1.
     def os_entry(self, os_id: str) -> OsEntry | None:
@@ -367,6 +386,12 @@ def check_matrix(m: Matrix, *, origin: str = "<matrix>") -> None:
                 r.engine == "vllm-ascend" and r.version.lower() == companion.lower() for r in m.engines):
             raise _fail(origin, f"{where}.companions", f"no vllm-ascend row for version {companion}",
                         "add the vllm-ascend release it installs under `engines:`")
+    _check_unique(origin, "python_builds", [b.python for b in m.python_builds])
+    for i, b in enumerate(m.python_builds):
+        need_source(f"python_builds[{i}] ({b.python}).source", b.source)
+        if python_minor(b.version) != b.python:
+            raise _fail(origin, f"python_builds[{i}] ({b.python}).version", f"{b.version} is not Python {b.python}",
+                        "the version must be a release of that MAJOR.MINOR")
     for c in m.cann:
         recommended = [s.id for s in m.stacks_for(c.version) if s.recommended]
         if len(recommended) > 1:
@@ -452,6 +477,19 @@ class ResolvedPackages(MatrixModel):
     nnal: str | None
 
 
+class ResolvedPythonBuild(MatrixModel):
+    """The standalone CPython a node needs because its OS python3 is not one the wheels support."""
+
+    python: str
+    version: str
+    build: str
+    file: str = Field(description="the archive's name in the package directory (top level)")
+    install_dir: str = Field(description="where python_env unpacks it (the archive's python/ directory)")
+    interpreter: str = Field(description="the venv's base interpreter once unpacked")
+    download: str = Field(description="the page it is downloaded from")
+    source: str
+
+
 class ResolvedEngine(MatrixModel):
     """The engine row a resolved stack satisfies, and the companion rows it brings along."""
 
@@ -484,6 +522,8 @@ class ResolvedStack(MatrixModel):
     packages: ResolvedPackages
     warnings: list[str]
     engine: ResolvedEngine | None = Field(None, description="the RL engine asked for with `engine`")
+    python_build: ResolvedPythonBuild | None = Field(
+        None, description="the standalone CPython to unpack where the OS's python3 does not fit (None: it does)")
 
 
 _PIN_NAMES = ("cann", "torch", "torch_npu", "driver", "product", "os", "arch", "python", "engine")
@@ -657,6 +697,10 @@ def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str,
                             f"({', '.join(cann.os)}); the install may work but is unsupported")
         if python != os_e.python3:
             warnings.append(f"{os_e.id} ships python3 {os_e.python3}; install Python {python} for this stack")
+    python_build = _python_build(m, python, arch) if os_e is not None and python != os_e.python3 else None
+    if python_build is not None:
+        warnings.append(f"python_env unpacks CPython {python_build.version} ({python_build.file}, from the "
+                        f"package directory) under {python_build.install_dir} where no Python {python} is found")
     hdk_arch = "x86-64" if arch == "x86_64" else arch
     fields = {"cann": cann.version, "arch": arch, "hdk_arch": hdk_arch, "driver": driver,
               "firmware": firmware or "", "nnal": cann.nnal or ""}
@@ -689,13 +733,25 @@ def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str,
             warnings.append(f"Python {python} is outside {pins['engine']}'s stated Pythons "
                             f"({', '.join(rows[0].python)})")
     return ResolvedStack(
-        engine=engine,
+        engine=engine, python_build=python_build,
         id=stack.id, cann=cann.version, torch=stack.torch, torch_npu=stack.torch_npu,
         torch_npu_branch=stack.branch, python=python, python_versions=list(stack.python),
         glibc_floor=stack.glibc, manylinux=stack.manylinux, product=product_id, arch=arch,
         os=os_e.id if os_e else None, hdk=hdk.id if hdk else None, driver=driver, firmware=firmware,
         hdk_compatible=list(cann.hdk.compatible), layout=resolved_layout, packages=packages,
         warnings=warnings)
+
+
+def _python_build(m: Matrix, python: str, arch: str) -> ResolvedPythonBuild | None:
+    b = next((b for b in m.python_builds if b.python == python), None)
+    if b is None:
+        return None
+    fields = {"version": b.version, "build": b.build, "arch": arch}
+    install_dir = PYTHON_BUILD_DIR.format(**fields)
+    return ResolvedPythonBuild(python=b.python, version=b.version, build=b.build,
+                               file=PYTHON_BUILD_FILE.format(**fields), install_dir=install_dir,
+                               interpreter=f"{install_dir}/bin/python{b.python}",
+                               download=PYTHON_BUILD_PAGE.format(**fields), source=b.source)
 
 
 def preferred_python(pythons: list[str]) -> str:

@@ -94,7 +94,7 @@ def _refuse_foreign_vars(path: Path) -> None:
         return
     try:
         data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}", hint="fix or remove the file") from None
     other = sorted(set(data or {}) - {"hccn_devices"}) if isinstance(data, dict) else ["(not a mapping)"]
     if other:
@@ -132,6 +132,7 @@ def hccn_devices_cmd(nodes: str | None, inventory: str | None, limit: str | None
     Overlapping addresses, a node listed twice or a network too small are refused.
     """
     from ascend_ready.checks.inventory import expand_range, limit_targets, load_inventory
+    from ascend_ready.paths import check_output_dir
 
     if bool(nodes) == bool(inventory):
         raise ConfigError("give --nodes or -i INVENTORY (one of them)",
@@ -154,6 +155,7 @@ def hccn_devices_cmd(nodes: str | None, inventory: str | None, limit: str | None
            f"--first-host {first_host} --devices {devices}")
     how += f" --netdetect '{netdetect}'" if netdetect else ""
     out = Path(output_dir)
+    check_output_dir(out, "-o")
     for node in plan:
         _refuse_foreign_vars(out / f"{node}.yml")
     try:

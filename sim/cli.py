@@ -22,6 +22,7 @@ log = logging.getLogger("ascend_ready.sim")
 
 @click.group(cls=GuardedGroup)
 @click.option("-v", "--verbose", is_flag=True, help="Log debug detail to stderr.")
+@click.version_option(package_name="ascend-ready", prog_name="ascend-sim")
 def main(verbose: bool) -> None:
     """Simulated Ascend NPU cluster: nodes made of Linux namespaces, reachable over real SSH (needs root)."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="ascend-sim: %(message)s",

@@ -219,7 +219,8 @@ class HcclConfig(_Section):
     exec_timeout: int = Field(3600, ge=0)
     """HCCL_EXEC_TIMEOUT, seconds (0 = wait forever); rollouts stall collectives for minutes."""
     socket_ifname: str | None = None
-    """HCCL_SOCKET_IFNAME; unset: the detected host NIC (first non-loopback, non-docker interface)."""
+    """HCCL_SOCKET_IFNAME; unset: the NIC with this node's route to launch.master_addr (for a loopback
+    master, the first up interface that is not loopback, a container network or a bridge)."""
     if_ip: str | None = None
     """HCCL_IF_IP (wins over socket_ifname)."""
     extra_env: dict[str, str] = {}
@@ -326,8 +327,24 @@ def parse_overrides(items: list[str] | tuple[str, ...]) -> list[tuple[str, Any]]
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"override {item!r} is not key=value", hint="e.g. max_steps=20 grpo.beta=0.01")
-        pairs.append((key.strip(), yaml.safe_load(raw) if raw.strip() else None))
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(
+                f"override {item!r}: the value is not valid YAML ({_first_line(exc)})",
+                hint="write lists whole and quote them for the shell, e.g. 'reward.weights=[1.0, 0.5]'",
+            ) from None
+        pairs.append((key.strip(), value))
     return pairs
+
+
+def _first_line(exc: yaml.YAMLError) -> str:
+    """PyYAML's message without its multi-line source excerpt: 'expected ... (line 1, column 6)'."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return str(exc).splitlines()[0]
 
 
 def resolve_config_path(name: str | os.PathLike) -> Path:
@@ -354,7 +371,14 @@ def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str
         try:
             tree = yaml.safe_load(file.read_text()) or {}
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{file}: not valid YAML: {exc}") from exc
+            raise ConfigError(f"{file}: not valid YAML: {_first_line(exc)}",
+                              hint="fix the file; `ascend-train schema` lists every field") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{file}: not a YAML text file (byte {exc.start} is not UTF-8)",
+                              hint="give a YAML config file or a bundled name such as tiny") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {file}: {exc.strerror or exc}",
+                              hint="give a readable YAML file or a bundled name such as tiny") from None
         if not isinstance(tree, dict):
             raise ConfigError(f"{file}: the top level must be a mapping")
     for key, value in parse_overrides(overrides):

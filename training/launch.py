@@ -6,7 +6,9 @@ The launcher runs the preflight once, exports the environment, then replaces its
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ascend_ready.errors import AscendReadyError, ConfigError
@@ -16,8 +18,52 @@ from ascend_ready.training.config import LaunchConfig
 WORKER_ENV = "ASCEND_TRAIN_WORKER"
 
 
-def detect_host_nic() -> str | None:
-    """The NIC HCCL would pick by itself: the first non-loopback, non-docker NIC that is up, by name."""
+#: name prefixes of container-network NICs and bridges, never the fallback's choice
+_VIRTUAL_NICS = ("docker", "veth", "br-", "virbr", "cni", "flannel", "cali", "cilium", "vxlan", "tunl",
+                 "kube", "weave", "lxc")
+
+
+def _ip(*args: str) -> str | None:
+    """`ip -o ARGS` on this node; None when ip is missing or fails (e.g. no route)."""
+    try:
+        proc = subprocess.run(["ip", "-o", *args], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def route_nic(master_addr: str, ip: Callable[..., str | None] | None = None) -> str | None:
+    """The NIC of this node's route to the master (`ip -o route get`; on the master itself, the NIC that
+    holds its address), as the multi-node launcher picks it on every node. None for a loopback master
+    (one node: no traffic leaves it) or when ip cannot say; garbled output is a ParseError. `ip` runs
+    `ip -o ARGS` (default: here)."""
+    import ipaddress
+    import socket
+
+    from ascend_ready.checks.parsers.ip_route import nic_toward, parse_ip_addr, parse_ip_route_get
+
+    ip = ip or _ip
+    try:
+        address = socket.gethostbyname(master_addr)  # as torchrun resolves it
+    except OSError:
+        return None
+    if ipaddress.ip_address(address).is_loopback:
+        return None
+    route_text = ip("route", "get", address)
+    if route_text is None:
+        return None
+    route = parse_ip_route_get(route_text)
+    addr_text = ip("addr", "show", "to", address) if route.is_local else None
+    toward = nic_toward(address, route, parse_ip_addr(addr_text) if addr_text else None)
+    return toward[0] if toward else None
+
+
+def detect_host_nic(master_addr: str | None = None) -> str | None:
+    """The NIC with the route to `master_addr` (route_nic); else the first up non-loopback NIC by name that
+    is no container network or bridge (`cni0`, `docker0`, `br-...`)."""
+    nic = route_nic(master_addr) if master_addr else None
+    if nic:
+        return nic
     try:
         import psutil
     except ImportError:
@@ -32,7 +78,7 @@ def detect_host_nic() -> str | None:
         and not n.startswith("lo")
         and any(a.family.name == "AF_INET" for a in addrs.get(n, []))
     )
-    plain = [n for n in candidates if not n.startswith(("docker", "veth", "br-", "virbr"))]
+    plain = [n for n in candidates if not n.startswith(_VIRTUAL_NICS)]
     return (plain or candidates or [None])[0]
 
 
@@ -50,7 +96,7 @@ def hccl_env(launch: LaunchConfig, environ: dict[str, str] | None = None) -> dic
     }
     if h.if_ip:
         want["HCCL_IF_IP"] = h.if_ip
-    nic = h.socket_ifname or detect_host_nic()
+    nic = h.socket_ifname or detect_host_nic(launch.master_addr)
     if nic:
         want["HCCL_SOCKET_IFNAME"] = nic
         want["GLOO_SOCKET_IFNAME"] = nic.lstrip("=^").split(",")[0]

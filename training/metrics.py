@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from ascend_ready.errors import ConfigError
+
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "metrics.png"
 TB_DIR = "tensorboard"
@@ -93,17 +95,39 @@ class MetricsLogger:
 
 
 def read_metrics(path: Path) -> list[dict]:
-    return [json.loads(ln) for ln in Path(path).read_text().splitlines() if ln.strip()]
+    """The records of a metrics.jsonl; ConfigError naming the file, or the line, that cannot be read."""
+    path = Path(path)
+    hint = "give the output dir of an ascend-train run (it holds metrics.jsonl, one JSON record a line)"
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not text (byte {exc.start} is not UTF-8)", hint=hint) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}", hint=hint) from None
+    records = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}:{no}: not a JSON record ({exc.msg}): {line[:80]!r}",
+                              hint=hint) from None
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise ConfigError(f"{path}:{no}: not a metrics record (no integer 'step'): {line[:80]!r}",
+                              hint=hint)
+        records.append(record)
+    return records
 
 
 def plot_metrics(metrics_path: Path, png_path: Path) -> Path | None:
     """Reward, KL, losses and held-out accuracy against step, one panel each; None if nothing to plot."""
+    records = read_metrics(metrics_path)  # before matplotlib's import: a bad file is refused at once
     import matplotlib
 
     matplotlib.use("Agg")  # headless nodes have no display
     import matplotlib.pyplot as plt
 
-    records = read_metrics(metrics_path)
     panels = [
         ("reward/mean", "reward"),
         ("kl", "KL to reference"),

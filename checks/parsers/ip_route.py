@@ -13,7 +13,8 @@ from ascend_ready.checks.parsers._common import content, strip_preamble, text_li
 from ascend_ready.checks.parsers.base import ParsedModel, fail, parser
 
 __all__ = [
-    "ADDR_KIND", "ROUTE_KIND", "IpAddress", "IpAddresses", "IpRoute", "parse_ip_addr", "parse_ip_route_get",
+    "ADDR_KIND", "ROUTE_KIND", "IpAddress", "IpAddresses", "IpRoute", "nic_toward", "parse_ip_addr",
+    "parse_ip_route_get",
 ]
 
 ROUTE_KIND = "ip-route-get"
@@ -117,6 +118,16 @@ class IpAddresses(ParsedModel):
         """The entry of the NIC that holds `address`, or None."""
         want = str(ipaddress.ip_address(address))
         return next((a for a in self.addresses if a.address == want), None)
+
+
+def nic_toward(master: str, route: IpRoute, addrs: IpAddresses | None) -> tuple[str, str | None] | None:
+    """(NIC, source address) that HCCL and gloo reach `master` through: the route's NIC, or, on the
+    master itself (its own address routes through lo), the NIC holding the address; None when none does.
+    Never the first name in order, which is `bond0`, `br-...` or `cni0` on many nodes."""
+    if not route.is_local:
+        return route.dev, route.src
+    held = addrs.holding(master) if addrs is not None else None
+    return (held.dev, held.address) if held is not None else None
 
 
 @parser(ADDR_KIND)

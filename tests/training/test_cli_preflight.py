@@ -55,11 +55,13 @@ def test_failed_preflight_refuses_and_lists_the_failed_checks(tmp_path, ascend_c
 
 def test_unreachable_hosts_refuse_naming_the_hosts(tmp_path, ascend_check):
     # ascend-check prints nothing on stderr here: the host and the reason come from the report itself.
-    result = invoke(tmp_path, ascend_check(healthy("node01"), unreachable("node09")), "-i", "inventory.ini")
+    inventory = tmp_path / "inventory.ini"  # read by ascend-train before the preflight (exit 2 if it cannot)
+    inventory.write_text("[npu]\nnode01\nnode09\n")
+    result = invoke(tmp_path, ascend_check(healthy("node01"), unreachable("node09")), "-i", str(inventory))
     assert result.exit_code == 1
     assert "preflight failed (hosts unreachable); refusing to train" in result.stderr
     assert "  - node09: unreachable: root@node09:22: timed out" in result.stderr
-    assert (tmp_path / "argv.txt").read_text().split() == ["-i", "inventory.ini", "--format", "json"]
+    assert (tmp_path / "argv.txt").read_text().split() == ["-i", str(inventory), "--format", "json"]
 
 
 def test_usage_error_refuses_with_ascend_checks_own_message(tmp_path, ascend_check):
