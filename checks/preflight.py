@@ -183,6 +183,10 @@ def collect_snapshot(
     )
     if "hccl-mesh" in wanted:
         _attach_mesh(targets, hosts, options)
+    if "hccl-collective" in wanted:  # npu.matmul, hccl.allreduce: torchrun across the hosts, after the mesh
+        from ascend_ready.checks.cluster.collective_run import attach
+
+        attach(targets, hosts, options.fanout, profiles)
     recorded = {USER_VARS[0]: options.training_user, PYTHON_VAR: options.python}
     for h in hosts:
         h.vars.update({k: v for k, v in recorded.items() if v})

@@ -96,6 +96,21 @@ class HardwareProfile(BaseModel):
         description="fleet.* field -> the value every node must have (e.g. cann: 8.2.RC1); "
         "fields not pinned are judged against the fleet's majority",
     )
+    straggler_ratio: float = Field(
+        0.8, gt=0, lt=1,
+        description="npu.matmul / hccl.allreduce (full tier): a device, node or node pair below this "
+        "fraction of the fleet's median (of two: of the faster) is a straggler",
+    )
+    matmul_min_tflops: float | None = Field(
+        None, gt=0,
+        description="npu.matmul: the least bf16 matmul TFLOPS every NPU must reach (null: judged against "
+        "the fleet only; never applied to a CPU run)",
+    )
+    allreduce_min_busbw_gbps: float | None = Field(
+        None, gt=0,
+        description="hccl.allreduce: the least bus bandwidth (GB/s) of the all-reduce across all nodes at "
+        "its largest message size, on NPUs (null: judged against the fleet only)",
+    )
     overrides: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="inventory group -> fields that differ there"
     )
@@ -140,6 +155,6 @@ def load_profile(spec: str | None = None) -> HardwareProfile:
             )
     try:
         data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read hardware profile {path}: {exc}") from None
     return _validate(data, str(path))

@@ -1,16 +1,22 @@
 """Collective bandwidth and stragglers: a short matmul per device and an all-reduce sweep, run under torchrun.
 
-Run on the nodes (the `full` tier's hccl.allreduce / npu.matmul, or by hand):
+Run on the nodes (the `full` tier's hccl.allreduce / npu.matmul start it: checks/cluster/collective_run.py),
+or by hand:
 
     torchrun --nnodes N --node-rank R --master-addr A --master-port P --nproc-per-node K \\
-        -m ascend_ready.checks.cluster.collective --sizes 1K,1M,64M --iters 20
+        -m ascend_ready.checks.cluster.collective --sizes 1K,1M,64M --iters 20 --host NAME
 
 Each rank prints one JSON line per measurement on stdout (`{"kind": "matmul", ...}`,
-`{"kind": "allreduce", ...}`); the controller parses them with `parse_lines` and judges them with
-`stragglers`. Bandwidth is reported as nccl-tests and hccl_test do: algorithm bandwidth = size / time, and
-bus bandwidth = algbw x 2(n-1)/n for all-reduce (nccl-tests doc/PERFORMANCE.md, "AllReduce"), which is
-what a link delivers independent of the rank count. Device and backend come from the environment through
-the training runtime (npu/hccl, cuda/nccl, cpu/gloo).
+`{"kind": "allreduce", "group": "all" | "node:H" | "pair:A,B", ...}`): the matmul TFLOPS of its device over
+a time window; the sweep across all ranks; the sweep among each node's own devices (where it has two or
+more); and, when the all-node result calls for it (`pair_slow_gate`), one size between every two nodes,
+round by round as the mesh pings (mesh.round_robin). The controller parses them with `parse_lines`,
+records them (`CollectiveRecord`) and the checks judge them (`judge_matmul`, `judge_allreduce`).
+
+Bandwidth is reported as nccl-tests and hccl_test do: algorithm bandwidth = size / time, and bus bandwidth
+= algbw x 2(n-1)/n for all-reduce (nccl-tests doc/PERFORMANCE.md, "AllReduce"), which is what a link
+delivers independent of the rank count. Device and backend come from the training runtime (npu/hccl,
+cuda/nccl, cpu/gloo); matmuls are bf16 where the device has it, fp32 on CPU.
 """
 
 from __future__ import annotations
@@ -22,11 +28,29 @@ import statistics
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ascend_ready.errors import ParseError
 
-__all__ = ["Measurement", "bus_bandwidth", "main", "parse_lines", "parse_size", "stragglers"]
+__all__ = [
+    "RECORD_HEADER",
+    "RECORD_PROBE",
+    "CollectiveRecord",
+    "Measurement",
+    "bus_bandwidth",
+    "judge_allreduce",
+    "judge_matmul",
+    "main",
+    "node_ranks",
+    "odd_ones_out",
+    "pair_results",
+    "pair_slow_gate",
+    "parse_lines",
+    "parse_size",
+    "rows",
+    "stragglers",
+    "sweep",
+]
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
 
@@ -58,6 +82,9 @@ class Measurement:
     seconds: float = 0.0
     algbw: float = 0.0
     ranks: int = 1
+    #: which ranks took part (all-reduce): "all", "node:<host>" (one node's devices), "pair:<a>,<b>"
+    group: str = ""
+    dtype: str = ""
 
 
 def parse_lines(text: str, *, source: str = "collective") -> list[Measurement]:
@@ -82,7 +109,7 @@ def stragglers(values: dict[str, float], *, tolerance: float = 0.2) -> list[tupl
     """(name, value, median) of every entry below (1 - tolerance) x the median of all of them.
 
     Higher is better (TFLOPS, GB/s). With fewer than 3 entries there is no meaningful median to be
-    slower than, so the slower of two is named only when it is below tolerance x the faster one.
+    slower than, so the slower of two is named only when it is below (1 - tolerance) x the faster one.
     """
     if len(values) < 2:
         return []
@@ -90,6 +117,172 @@ def stragglers(values: dict[str, float], *, tolerance: float = 0.2) -> list[tupl
     if len(values) == 2:
         median = max(values.values())
     return sorted((n, v, median) for n, v in values.items() if v < (1 - tolerance) * median)
+
+
+# ---------------------------------------------------------------- the record and its judges
+
+#: the probe id the controller records the run under, in every host's snapshot
+RECORD_PROBE = "hccl-collective"
+RECORD_HEADER = "ascend-check collective v1"
+
+
+@dataclass
+class CollectiveRecord:
+    """One run across the hosts as the controller recorded it: every rank's measurements, and per host
+    why it has none (`errors`: a worker that failed, printed nothing or what could not be read)."""
+
+    hosts: list[str]
+    device: str = ""  # npu, cuda or cpu
+    backend: str = ""  # hccl, nccl or gloo
+    nproc_per_node: int = 0
+    sizes: list[int] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    def to_text(self) -> str:
+        body = {**self.__dict__, "measurements": [m.__dict__ for m in self.measurements]}
+        return f"{RECORD_HEADER}\n{json.dumps(body, sort_keys=True)}\n"
+
+    @classmethod
+    def from_text(cls, text: str) -> CollectiveRecord:
+        """The record `to_text` wrote; ParseError naming the line of anything else."""
+        head, _, body = text.partition("\n")
+        if head.strip() != RECORD_HEADER:
+            raise ParseError(RECORD_PROBE, f"not a collective record (expected {RECORD_HEADER!r})", line_no=1,
+                             line=head)
+        try:
+            raw = json.loads(body)
+            raw["measurements"] = [Measurement(**m) for m in raw["measurements"]]
+            return cls(**raw)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ParseError(RECORD_PROBE, f"not a collective record ({exc})", line_no=2,
+                             line=body.splitlines()[0] if body else "") from None
+
+
+#: On CPU (gloo; the simulator, whose nodes share the host's few cores) the timings of healthy ranks
+#: vary by tens of percent from run to run: a straggler there is one below at most half the median.
+CPU_STRAGGLER_RATIO = 0.5
+
+
+def straggler_ratio(rec: CollectiveRecord, profile_ratio: float) -> float:
+    """The fraction of the fleet median below which a device, node or pair is a straggler in `rec`."""
+    return min(profile_ratio, CPU_STRAGGLER_RATIO) if rec.device == "cpu" else profile_ratio
+
+
+def _gb(v: float) -> str:
+    return f"{v:.3g} GB/s"
+
+
+def judge_matmul(rec: CollectiveRecord, host: str, *, ratio: float, floor: float | None = None,
+                 ) -> tuple[list[str], list[str]]:
+    """(problems, evidence) of `host`'s matmuls: a device below `ratio` x the median of every device of
+    the fleet, the host itself (the median of its devices) below `ratio` x the median of the hosts, and,
+    on NPUs, a device below the profile's `floor` (TFLOPS)."""
+    mm = [m for m in rec.measurements if m.kind == "matmul"]
+    key = {id(m): f"{m.host} rank {m.rank} ({m.device})" for m in mm}
+    per_device = {key[id(m)]: m.value for m in mm}
+    per_host: dict[str, list[float]] = {}
+    for m in mm:
+        per_host.setdefault(m.host, []).append(m.value)
+    host_medians = {h: statistics.median(v) for h, v in per_host.items()}
+    mine = sorted((m for m in mm if m.host == host), key=lambda m: m.rank)
+    evidence = [f"{key[id(m)]}: {m.value:.3g} TFLOPS ({m.dtype or '?'} {round(m.seconds * 1e3, 3):g} ms per "
+                "matmul)" for m in mine]
+    if per_device:
+        evidence.append(f"fleet: {len(per_device)} device(s) on {len(per_host)} host(s), median "
+                        f"{statistics.median(per_device.values()):.3g} TFLOPS")
+    problems = [f"{name}: {v:.3g} TFLOPS, below {ratio:g} x the fleet median {med:.3g}"
+                for name, v, med in stragglers(per_device, tolerance=1 - ratio)
+                if name.startswith(f"{host} ")]
+    problems += [f"{host}: {v:.3g} TFLOPS (its devices' median), below {ratio:g} x the median of the hosts "
+                 f"{med:.3g}: the straggler" for name, v, med in stragglers(host_medians, tolerance=1 - ratio)
+                 if name == host]
+    if floor is not None and rec.device == "npu":
+        problems += [f"{key[id(m)]}: {m.value:.3g} TFLOPS, below the profile's {floor:g}" for m in mine
+                     if m.value < floor]
+    return problems, evidence
+
+
+def pair_results(rec: CollectiveRecord) -> dict[tuple[str, str], Measurement]:
+    """(a, b) -> the all-reduce between nodes a and b at the largest size (the pair rounds)."""
+    out = {}
+    for group in sorted({m.group for m in rec.measurements if m.group.startswith("pair:")}):
+        found = sweep(rec.measurements, group)
+        if found:
+            a, _, b = group.removeprefix("pair:").partition(",")
+            out[(a, b)] = found[-1]
+    return out
+
+
+def odd_ones_out(pairs: dict[tuple[str, str], float], *, ratio: float,
+                 ) -> tuple[list[tuple[str, float, float]], list[tuple[tuple[str, str], float, float]]]:
+    """(slow nodes, slow links) from every pair's bus bandwidth, as the mesh narrows a failed ping.
+
+    A node is slow when even its best pair is below `ratio` x the median of every node's best pair (it
+    slows whoever it is paired with); a pair of two nodes that are not slow is a slow link when it is
+    below `ratio` x the median of all pairs."""
+    best: dict[str, float] = {}
+    for (a, b), v in pairs.items():
+        for node in (a, b):
+            best[node] = max(best.get(node, 0.0), v)
+    nodes = stragglers(best, tolerance=1 - ratio) if len(best) >= 3 else []
+    slow = {n for n, _, _ in nodes}
+    links = []
+    for name, v, med in stragglers({f"{a},{b}": v for (a, b), v in pairs.items()}, tolerance=1 - ratio):
+        a, _, b = name.partition(",")
+        if a not in slow and b not in slow:
+            links.append(((a, b), v, med))
+    return nodes, links
+
+
+def judge_allreduce(rec: CollectiveRecord, host: str, *, ratio: float, floor: float | None = None,
+                    ) -> tuple[list[str], list[str]]:
+    """(problems, evidence) of the all-reduce for `host`: the sweep across all nodes (nccl-tests' table),
+    its own devices' sweep, its pairs. It fails as the straggler (the odd one out of the pair rounds),
+    as an end of a slow pair, for its devices' own all-reduce below `ratio` x the other nodes', and, on
+    NPUs, when the all-node all-reduce is below the profile's `floor` and no node could be blamed."""
+    all_nodes = sweep(rec.measurements, "all")
+    evidence: list[str] = []
+    problems: list[str] = []
+    if all_nodes:
+        top = all_nodes[-1]
+        evidence.append(f"all-reduce across {len(rec.hosts)} host(s), {top.ranks} rank(s) ({rec.backend}, "
+                        f"{top.dtype or 'float32'}):")
+        evidence += rows(rec.measurements, "all")
+    mine = sweep(rec.measurements, f"node:{host}")
+    if mine:
+        evidence.append(f"all-reduce among {host}'s {mine[-1].ranks} device(s):")
+        evidence += rows(rec.measurements, f"node:{host}")
+        node_tops = {h: s[-1].value for h in rec.hosts if (s := sweep(rec.measurements, f"node:{h}"))}
+        for name, v, med in stragglers(node_tops, tolerance=1 - ratio):
+            if name == host:
+                problems.append(f"{host}'s devices all-reduce among themselves at {_gb(v)} busbw "
+                                f"({mine[-1].size_bytes} B), below {ratio:g} x the other nodes' median "
+                                f"{_gb(med)}")
+    pairs = pair_results(rec)
+    if pairs:
+        size = next(iter(pairs.values())).size_bytes
+        evidence.append(f"pairs at {size} B: " + ", ".join(
+            f"{a}-{b} {_gb(m.value)}" for (a, b), m in sorted(pairs.items()) if host in (a, b)))
+    nodes, links = odd_ones_out({p: m.value for p, m in pairs.items()}, ratio=ratio)
+    slow = {n: (v, med) for n, v, med in nodes}
+    if host in slow:
+        v, med = slow[host]
+        problems.append(f"{host} is the straggler: its best pair all-reduce reaches {_gb(v)} busbw, below "
+                        f"{ratio:g} x the median of every node's best pair {_gb(med)}")
+    elif slow:
+        evidence.append("the all-node all-reduce is held back by " + ", ".join(sorted(slow)))
+    for (a, b), v, med in links:
+        if host in (a, b):
+            problems.append(f"the pair {a}-{b} all-reduces at {_gb(v)} busbw, below {ratio:g} x the median "
+                            f"pair {_gb(med)}, while both ends are fast with others: the path between them")
+    top = all_nodes[-1] if all_nodes else None
+    if floor is not None and rec.device == "npu" and top is not None and top.value < floor and not slow:
+        problems.append(f"the all-reduce across all {len(rec.hosts)} hosts reaches {_gb(top.value)} busbw at "
+                        f"{top.size_bytes} B, below the profile's {floor:g} GB/s, and no one node is to blame"
+                        + ("" if pairs else " (the pairs did not run)"))
+    return problems, evidence
 
 
 # ---------------------------------------------------------------- the worker (runs on the nodes)
@@ -109,7 +302,9 @@ def _emit(m: Measurement) -> None:
     os.write(sys.stdout.fileno(), (json.dumps(m.__dict__) + "\n").encode())
 
 
-def _matmul(rt, host: str, n: int, iters: int) -> Measurement:
+def _matmul(rt, host: str, n: int, iters: int, min_seconds: float) -> Measurement:
+    """Square matmuls in batches of `iters` until `min_seconds` have passed: a time window, not an
+    iteration count, so that a device (or a node under a CPU quota) that is slow does less in it."""
     import torch
 
     dtype = torch.bfloat16 if rt.bf16 else torch.float32
@@ -117,41 +312,69 @@ def _matmul(rt, host: str, n: int, iters: int) -> Measurement:
     b = torch.randn(n, n, device=rt.device, dtype=dtype)
     (a @ b).sum().item()  # warm-up and compile
     _sync(rt)
-    start = time.perf_counter()
-    for _ in range(iters):
-        c = a @ b
-    _sync(rt)
-    seconds = (time.perf_counter() - start) / iters
+    done, start = 0, time.perf_counter()
+    while True:
+        for _ in range(iters):
+            c = a @ b
+        _sync(rt)
+        done += iters
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            break
     del c
-    return Measurement("matmul", rt.rank, host, str(rt.device), 2 * n**3 / seconds / 1e12, seconds=seconds)
+    seconds = elapsed / done
+    return Measurement("matmul", rt.rank, host, str(rt.device), 2 * n**3 / seconds / 1e12, seconds=seconds,
+                       dtype=str(dtype).removeprefix("torch."))
 
 
-def _allreduce(rt, host: str, size: int, iters: int, warmup: int) -> Measurement:
+def _allreduce(rt, host: str, size: int, iters: int, warmup: int, group=None, name: str = "all",
+               ranks: int | None = None) -> Measurement:
     import torch
 
     dist = torch.distributed
     tensor = torch.ones(max(1, size // 4), dtype=torch.float32, device=rt.device)
     for _ in range(warmup):
-        dist.all_reduce(tensor)
+        dist.all_reduce(tensor, group=group)
     _sync(rt)
-    dist.barrier()
+    dist.barrier(group=group)
     start = time.perf_counter()
     for _ in range(iters):
-        dist.all_reduce(tensor)
+        dist.all_reduce(tensor, group=group)
     _sync(rt)
     seconds = (time.perf_counter() - start) / iters
     # The slowest rank's time is the collective's time: take the max over ranks.
     t = torch.tensor([seconds], dtype=torch.float64, device=rt.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     seconds = float(t.item())
-    algbw, busbw = bus_bandwidth(tensor.numel() * 4, seconds, rt.world_size)
+    n = ranks or rt.world_size
+    algbw, busbw = bus_bandwidth(tensor.numel() * 4, seconds, n)
     return Measurement("allreduce", rt.rank, host, str(rt.device), busbw, tensor.numel() * 4, seconds, algbw,
-                       rt.world_size)
+                       n, group=name, dtype="float32")
+
+
+def node_ranks(hosts: Sequence[str]) -> dict[str, list[int]]:
+    """host -> its ranks, in the order the hosts first appear (node rank order) from rank -> host."""
+    out: dict[str, list[int]] = {}
+    for rank, host in enumerate(hosts):
+        out.setdefault(host, []).append(rank)
+    return out
+
+
+def pair_slow_gate(busbw: float | None, min_busbw: float | None, nodes: int) -> bool:
+    """Whether the all-node all-reduce calls for the pair rounds (`--pairs auto`): it is below the
+    profile's floor; or, with no floor to judge by, always with 3 or more nodes (a node is only slow
+    against the others, and the pairs are what it is compared in)."""
+    if nodes < 3:
+        return False
+    if min_busbw is None:
+        return True
+    return busbw is None or busbw < min_busbw
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     import socket
 
+    from ascend_ready.checks.cluster.mesh import round_robin
     from ascend_ready.training.devices import setup_runtime, shutdown
 
     ap = argparse.ArgumentParser(prog="python -m ascend_ready.checks.cluster.collective")
@@ -159,31 +382,82 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--matmul-n", type=int, default=1024, help="square matmul size per device")
+    ap.add_argument("--matmul-seconds", type=float, default=0.2,
+                    help="time window of the matmul per device (whole batches of --iters)")
     ap.add_argument("--device", default="auto", help="auto, npu, cuda or cpu")
+    ap.add_argument("--host", default=os.environ.get("ASCEND_CHECK_HOST") or socket.gethostname(),
+                    help="this node's name in the results (the inventory name)")
+    ap.add_argument("--pairs", choices=("auto", "always", "never"), default="auto",
+                    help="all-reduce between every two nodes, round by round, at the largest size "
+                    "(auto: when the all-node one is below --min-busbw, or with no floor and 3+ nodes)")
+    ap.add_argument("--min-busbw", type=float, default=None, help="the floor (GB/s) --pairs auto judges by")
     args = ap.parse_args(argv)
     try:
-        sizes = [parse_size(s) for s in args.sizes.split(",") if s]
+        sizes = sorted({parse_size(s) for s in args.sizes.split(",") if s})
     except ValueError as exc:
         ap.error(str(exc))
-    rt = setup_runtime(args.device, "fp32")
-    host = socket.gethostname()
+    if not sizes:
+        ap.error("--sizes names no size")
+    rt = setup_runtime(args.device, "auto")
     try:
-        _emit(_matmul(rt, host, args.matmul_n, args.iters))
-        if rt.distributed:
+        if not rt.distributed:
+            _emit(_matmul(rt, args.host, args.matmul_n, args.iters, args.matmul_seconds))
+            return 0
+        import torch
+
+        dist = torch.distributed
+        hosts: list[str] = [""] * rt.world_size
+        dist.all_gather_object(hosts, args.host)
+        by_node = node_ranks(hosts)
+        dist.barrier()  # every device starts its matmul window together
+        _emit(_matmul(rt, args.host, args.matmul_n, args.iters, args.matmul_seconds))
+        last = None
+        for size in sizes:
+            last = _allreduce(rt, args.host, size, args.iters, args.warmup)
+            _emit(last)
+        # Within each node (all nodes at once), where a node has two or more devices. Every rank
+        # creates every group, in the same order (torch.distributed.new_group).
+        node_groups = {h: dist.new_group(r) for h, r in by_node.items() if len(r) > 1}
+        if args.host in node_groups:
+            mine = node_groups[args.host]
             for size in sizes:
-                _emit(_allreduce(rt, host, size, args.iters, args.warmup))
+                _emit(_allreduce(rt, args.host, size, args.iters, args.warmup, mine, f"node:{args.host}",
+                                 len(by_node[args.host])))
+        dist.barrier()
+        nodes = list(by_node)
+        if args.pairs == "auto":
+            run_pairs = pair_slow_gate(last.value if last else None, args.min_busbw, len(nodes))
+        else:
+            run_pairs = args.pairs == "always" and len(nodes) >= 2
+        if run_pairs:
+            for pairs in round_robin(nodes):
+                groups = {pair: dist.new_group(by_node[pair[0]] + by_node[pair[1]]) for pair in pairs}
+                for (a, b), group in groups.items():
+                    if args.host in (a, b):
+                        _emit(_allreduce(rt, args.host, sizes[-1], args.iters, args.warmup, group,
+                                         f"pair:{a},{b}", len(by_node[a]) + len(by_node[b])))
+                dist.barrier()
     finally:
         shutdown(rt)
     return 0
 
 
-def rows(measurements: Iterable[Measurement]) -> list[str]:
-    """nccl-tests-like table rows: size, time (us), algbw, busbw (GB/s), from rank 0's lines."""
+def rows(measurements: Iterable[Measurement], group: str = "all") -> list[str]:
+    """nccl-tests-like table rows of one group's all-reduce sweep: size, time (us), algbw, busbw (GB/s)."""
     out = [f"{'size(B)':>12} {'time(us)':>10} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12}"]
-    for m in sorted((m for m in measurements if m.kind == "allreduce" and m.rank == 0),
-                    key=lambda m: m.size_bytes):
-        out.append(f"{m.size_bytes:>12} {m.seconds * 1e6:>10.1f} {m.algbw:>12.3f} {m.value:>12.3f}")
+    for m in sweep(measurements, group):
+        out.append(f"{m.size_bytes:>12} {m.seconds * 1e6:>10.1f} {m.algbw:>12.4g} {m.value:>12.4g}")
     return out
+
+
+def sweep(measurements: Iterable[Measurement], group: str = "all") -> list[Measurement]:
+    """One all-reduce measurement per size of `group` (its lowest rank's: every rank has the same time)."""
+    best: dict[int, Measurement] = {}
+    for m in measurements:
+        mine = m.kind == "allreduce" and (m.group or "all") == group
+        if mine and (m.size_bytes not in best or m.rank < best[m.size_bytes].rank):
+            best[m.size_bytes] = m
+    return [best[k] for k in sorted(best)]
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ resource, never in a check. `ALL` lists every resource in catalogue (batch) orde
 from __future__ import annotations
 
 from ascend_ready.checks.resources.base import HostBase, ProbeDef, ProbeFailed, Resource, probe_ids
+from ascend_ready.checks.resources.collective import CollectiveResult
 from ascend_ready.checks.resources.hccn import (
     HccnConfFile,
     MeshResult,
@@ -48,6 +49,7 @@ __all__ = [
     "Accounts",
     "CannComponents",
     "Clock",
+    "CollectiveResult",
     "DeviceNodes",
     "DiskFree",
     "Dmesg",
@@ -102,6 +104,7 @@ ALL: tuple[type[Resource], ...] = (
     HccnConfFile,
     NicPing,
     MeshResult,
+    CollectiveResult,
     Thp,
     Sysctl,
     UserLimits,
@@ -193,6 +196,11 @@ class Host(HostBase):
     def mesh(self) -> MeshResult:
         """The device-NIC ping mesh across hosts (recorded by the controller)."""
         return self.resource(MeshResult)
+
+    @property
+    def collective(self) -> CollectiveResult:
+        """The matmul and all-reduce across hosts under torchrun (recorded by the controller)."""
+        return self.resource(CollectiveResult)
 
     @property
     def hccn_conf(self) -> HccnConfFile:

@@ -601,3 +601,31 @@ def test_hccl_mesh():
     report = run_checks(Snapshot(hosts=one), {"node01": load_profile("atlas-800t-a2")},
                         select_checks("full", ["hccl.mesh"]))
     assert report.results[0].status == "skip"
+
+
+# ---------------------------------------------------------------- collective (tests/cluster/test_collective*)
+
+
+def _collective(check_id: str, rec) -> dict[str, str]:
+    from collective_support import snapshots
+
+    hosts = snapshots(rec)
+    report = run_checks(Snapshot(hosts=hosts), dict.fromkeys(hosts, load_profile("atlas-800t-a2")),
+                        select_checks("full", [check_id]))
+    return {r.host: r.status for r in report.results}
+
+
+def test_npu_matmul():
+    from collective_support import captured, even, scaled
+
+    assert set(_collective("npu.matmul", even(captured())).values()) == {"pass"}
+    slow = _collective("npu.matmul", scaled(even(captured()), 0.3, host="node02", kind="matmul"))
+    assert slow == {"node01": "pass", "node02": "fail", "node03": "pass"}
+
+
+def test_hccl_allreduce():
+    from collective_support import captured, even, scaled
+
+    assert set(_collective("hccl.allreduce", even(captured())).values()) == {"pass"}
+    slow = _collective("hccl.allreduce", scaled(even(captured()), 0.2, host="node01", group="pair:"))
+    assert slow == {"node01": "fail", "node02": "pass", "node03": "pass"}

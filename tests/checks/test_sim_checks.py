@@ -153,9 +153,10 @@ def check(node, check_id: str, **profile_changes):
 
 
 def one_host_fleet(result) -> bool:
-    """fleet.* and the mesh compare two or more hosts: judging one, they skip (test_check_fleet.py
-    and tests/cluster/test_mesh_sim.py judge them across hosts)."""
-    across = result.check_id.startswith("fleet.") or result.check_id == "hccl.mesh"
+    """fleet.*, the mesh and the collective compare two or more hosts: judging one, they skip
+    (test_check_fleet.py, tests/cluster/test_mesh_sim.py, test_collective_sim.py judge them across hosts)."""
+    across = result.check_id.startswith("fleet.") or result.check_id in ("hccl.mesh", "hccl.allreduce",
+                                                                         "npu.matmul")
     return across and result.status == "skip"
 
 

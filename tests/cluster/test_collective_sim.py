@@ -1,0 +1,94 @@
+"""npu.matmul and hccl.allreduce for real on 3 simulated nodes: `ascend-check --tier full` starts the worker
+with torchrun on every node over SSH (the shared checkout's .venv, gloo over the simulated network), reports
+bus bandwidth per size as nccl-tests does, and names a node under a CPU quota (`ascend-sim fault NODE
+cpu-throttle`) as the straggler."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+from sim_support import cluster_up, own_cluster
+
+pytestmark = pytest.mark.sim
+
+RUN_DIR, SUBNET = own_cluster("coll", 6)  # default /run/ascend-sim-pytest-coll, 10.251.200.192/27
+CHECKS = ("npu.matmul", "hccl.allreduce")
+
+
+@pytest.fixture(scope="module")
+def cluster(sim_host):
+    """3 A2 nodes sharing this checkout and its .venv (at the same path as here)."""
+    from ascend_ready.sim import cluster as sim
+
+    with cluster_up(RUN_DIR, SUBNET, 3, "a2-ubuntu2204") as c:
+        venv = sim.node_exec(c.node("node02"), [sys.executable, "-c", "import torch"], capture_output=True)
+        if venv.returncode != 0:
+            pytest.skip("the simulated nodes do not share this checkout's .venv")
+        yield c
+
+
+def _check(c) -> tuple[int, dict[tuple[str, str], dict], float]:
+    """ascend-check --tier full on every node, the collective's checks only: (exit code, results, wall s)."""
+    from ascend_ready.checks.cli import main
+
+    started = time.monotonic()
+    result = CliRunner().invoke(main, [
+        "-i", str(c.inventory_path), "--ssh-config", str(c.ssh_config), "--known-hosts", str(c.known_hosts),
+        "--tier", "full", *[a for cid in CHECKS for a in ("--select", cid)], "--python", sys.executable,
+        "--format", "json"])
+    wall = time.monotonic() - started
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(result.stdout)
+    return result.exit_code, {(r["check_id"], r["host"]): r for r in report["results"]}, wall
+
+
+def _fault(*argv: str) -> None:
+    from ascend_ready.sim import cli
+
+    result = CliRunner().invoke(cli.main, ["fault", *argv])
+    assert result.exit_code == 0, result.output
+
+
+def test_the_all_reduce_runs_across_the_nodes_and_names_a_cpu_throttled_node_as_the_straggler(cluster):
+    from ascend_ready.errors import SimError
+    from ascend_ready.sim import cgroup
+
+    try:
+        cgroup._hierarchy()
+    except SimError as exc:
+        pytest.skip(exc.message)
+    # 10 % of one CPU: well below a fair share of the host's cores, even with other work on them (at 20 %
+    # a host with a load of 9 on 2 cores gave every node less than node02's quota)
+    _fault("node02", "cpu-throttle", "--param", "pct=10")
+    try:
+        rc, results, wall = _check(cluster)
+    finally:
+        _fault("node02", "--clear")
+    print(f"collective on 3 nodes, node02 at 10 % of a CPU: {wall:.1f} s")
+    shown = json.dumps({f"{k}": (r["status"], r["message"], r["evidence"]) for k, r in results.items()},
+                       indent=1)
+    assert set(results) == {(cid, f"node0{i}") for cid in CHECKS for i in (1, 2, 3)}
+    # torchrun ran the worker on every node and the all-reduce across them is reported per size
+    ev = results[("hccl.allreduce", "node01")]["evidence"]
+    at = ev.index("all-reduce across 3 host(s), 3 rank(s) (gloo, float32):")
+    assert ev[at + 1].split() == ["size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)"]
+    table = [line.split() for line in ev[at + 2:at + 5]]
+    assert [int(row[0]) for row in table] == [1024, 65536, 2**20]
+    assert all(float(row[1]) > 0 and float(row[3]) > 0 for row in table)
+    assert any(line.startswith("pairs at 1048576 B: node01-node02 ") for line in ev)
+    # node02 is the straggler
+    assert rc == 1, shown
+    matmul = results[("npu.matmul", "node02")]
+    assert matmul["status"] == "fail", shown
+    assert matmul["message"].startswith("node02 rank 1 (cpu): ") and "node02: " in matmul["message"]
+    assert "the straggler" in matmul["message"]
+    assert matmul["evidence"][-1].startswith("fleet: 3 device(s) on 3 host(s)")
+    assert {results[("npu.matmul", n)]["status"] for n in ("node01", "node03")} == {"pass"}, shown
+    reduce = results[("hccl.allreduce", "node02")]
+    assert reduce["status"] == "fail" and reduce["message"].startswith("node02 is the straggler"), shown
+    assert results[("hccl.allreduce", "node01")]["status"] == "pass", shown
+    assert "the all-node all-reduce is held back by node02" in ev
