@@ -18,6 +18,7 @@ import pytest
 from ascend_ready.checks import registry
 from ascend_ready.checks.profile import HardwareProfile
 from ascend_ready.checks.registry import CheckSpec, CheckWarning
+from ascend_ready.checks.remediation import localize
 from ascend_ready.checks.report import CheckResult, HostStatus, Report
 from ascend_ready.checks.resources import Host
 from ascend_ready.checks.resources.base import Fleet
@@ -95,6 +96,7 @@ class _Plugin:
         command = registry.take_fix_command()
         if remediation is not None and command is not None:
             remediation = remediation.model_copy(update={"command": command})
+        remediation = localize(remediation, host)  # this host's name, user, inventory in the fix
         return CheckResult(
             check_id=spec.id,
             host=host.name,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from ascend_ready.checks.cluster.fleet import MISSING, compare, groups
 from ascend_ready.checks.registry import check, evidence, warn
+from ascend_ready.checks.remediation import PLAYBOOK
 from ascend_ready.checks.resources import (
     CannComponents,
     DriverVersion,
@@ -110,8 +111,8 @@ def _judge(host, check_id: str, fields: Fields) -> None:
     title="the node has the fleet's driver, firmware, CANN and torch/torch_npu versions",
     severity="critical",
     reads=[DriverVersion, FirmwareVersion, Toolkit, CannComponents, PythonPackages],
-    fix="Provision the odd node with the fleet's stack: ansible-playbook playbooks/site.yml --limit <host> "
-    "(stack_id of the majority)",
+    fix="Provision the odd node with the fleet's stack (stack_id of the majority)",
+    command=PLAYBOOK + " --limit <host>",
 )
 def test_fleet_stack(host):
     _judge(host, "fleet.stack", _stack)
@@ -147,7 +148,8 @@ def test_fleet_hardware(host):
     severity="critical",
     reads=[NicTls, HccnConfFile],
     fix="Set the TLS switch the fleet uses on every device (hccn_tool -i N -tls -s enable 0|1) and the "
-    "netmask in /etc/hccn.conf through the hccn role: ansible-playbook playbooks/site.yml --tags hccn",
+    "netmask in /etc/hccn.conf through the hccn role",
+    command=PLAYBOOK + " --limit <host> --tags hccn",
 )
 def test_fleet_hccn(host):
     _judge(host, "fleet.hccn", _hccn)

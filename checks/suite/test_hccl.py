@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from ascend_ready.checks.registry import check, evidence, not_judged
+from ascend_ready.checks.registry import check, evidence, fix_command, not_judged
+from ascend_ready.checks.remediation import PLAYBOOK
 from ascend_ready.checks.resources import (
     DeviceNodes,
     HccnConfFile,
@@ -33,6 +34,12 @@ def _unread(resource) -> list[str]:
     return [f"device {d}: no output of `{resource.command(d)}`" for d in resource.missing]
 
 
+def _per_device(commands: list[str]) -> None:
+    """The fix names the devices that failed: one command each, in device order."""
+    if commands:
+        fix_command("; ".join(dict.fromkeys(commands)))
+
+
 def _verdict(problems: list[str], resource) -> None:
     """Fail on what is wrong (naming what could not be read too); else error on what was not read."""
     unread = _unread(resource)
@@ -47,13 +54,14 @@ def _verdict(problems: list[str], resource) -> None:
     severity="critical",
     reads=[DeviceNodes, NicLink],
     fix="Check the optical module, the cable and the switch port; `hccn_tool -i N -link_stat -g` shows flaps",
-    command="hccn_tool -i <device> -link -g",
+    command="hccn_tool -i N -link -g",
 )
 def test_link_up(host):
     nics = _nics(host, host.nic_link)
     down = [n for n in nics.values() if n.value.status != "UP"]
     for n in down:
         evidence(n.evidence)
+    _per_device([f"hccn_tool -i {n.device_id} -link -g" for n in down])
     _verdict([f"device {n.device_id} link {n.value.status}" for n in down], host.nic_link)
 
 
@@ -63,13 +71,14 @@ def test_link_up(host):
     severity="critical",
     reads=[DeviceNodes, NicNetHealth],
     fix="Check the detect address (netdetect_N in /etc/hccn.conf) is reachable from the device NIC",
-    command="hccn_tool -i <device> -net_health -g",
+    command="hccn_tool -i N -net_health -g",
 )
 def test_net_health(host):
     nics = _nics(host, host.nic_net_health)
     bad = [n for n in nics.values() if not n.value.healthy]
     for n in bad:
         evidence(n.evidence)
+    _per_device([f"hccn_tool -i {n.device_id} -net_health -g" for n in bad])
     _verdict([f"device {n.device_id} net health {n.value.status!r}" for n in bad], host.nic_net_health)
 
 
@@ -78,8 +87,9 @@ def test_net_health(host):
     title="every device NIC has an IP, unique on the node",
     severity="critical",
     reads=[DeviceNodes, NicIp],
-    fix="Set the address from /etc/hccn.conf",
-    command="hccn_tool -i <device> -ip -s address <ip> netmask <mask>",
+    fix="Set the addresses from the inventory's hccn_devices (the hccn role writes /etc/hccn.conf and "
+    "applies it)",
+    command=PLAYBOOK + " --limit <host> --tags hccn",
     disruptive=True,
 )
 def test_ip(host):
@@ -100,18 +110,19 @@ def test_ip(host):
     severity="major",
     reads=[DeviceNodes, NicIp, HccnConfFile],
     fix="Re-apply /etc/hccn.conf (or fix it): the running address and the file must agree across reboots",
-    command="hccn_tool -i <device> -ip -s address <ip> netmask <mask>",
+    command="hccn_tool -i N -ip -s address <ip> netmask <mask>",
     disruptive=True,
 )
 def test_conf(host):
     nics = _nics(host, host.nic_ip)
     conf = host.hccn_conf.conf
     assert conf is not None, "/etc/hccn.conf does not exist"
-    problems = []
+    problems, fixes = [], []
     for n in nics.values():
         entry = conf.devices.get(n.device_id)
         if entry is None:
             problems.append(f"device {n.device_id} has no entries in /etc/hccn.conf")
+            fixes.append(PLAYBOOK + " --limit <host> --tags hccn")
             continue
         lines = [
             f"hccn.conf: {k}_{n.device_id}={v}"
@@ -125,11 +136,20 @@ def test_conf(host):
             problems.append(f"device {n.device_id} {runs}, hccn.conf says {entry.address}")
         if entry.netmask and ip.netmask and ip.netmask != entry.netmask:
             problems.append(f"device {n.device_id} netmask {ip.netmask}, hccn.conf says {entry.netmask}")
+        running_differs = len(problems) > before
         address, netmask = entry.address or ip.address, entry.netmask or ip.netmask
-        if entry.gateway and address and netmask and not same_subnet(address, netmask, entry.gateway):
+        file_wrong = bool(entry.gateway and address and netmask and not same_subnet(address, netmask,
+                                                                                    entry.gateway))
+        if file_wrong:
             problems.append(f"device {n.device_id} gateway {entry.gateway} is outside {address}/{netmask}")
         if len(problems) > before:
             evidence(n.evidence, lines)
+            # the running address off the file's: set the file's; the file itself wrong: the role rewrites it
+            if running_differs and not file_wrong and entry.address and netmask:
+                fixes.append(f"hccn_tool -i {n.device_id} -ip -s address {entry.address} netmask {netmask}")
+            else:
+                fixes.append(PLAYBOOK + " --limit <host> --tags hccn")
+    _per_device(fixes)
     _verdict(problems, host.nic_ip)
 
 
@@ -139,7 +159,7 @@ def test_conf(host):
     severity="major",
     reads=[DeviceNodes, NicTls],
     fix="Set one TLS mode on all devices (a mismatch fails HCCL initialisation)",
-    command="hccn_tool -i <device> -tls -s enable <0|1>",
+    command="hccn_tool -i N -tls -s enable <0|1>",
     disruptive=True,
 )
 def test_tls(host):
@@ -151,6 +171,7 @@ def test_tls(host):
         odd = [n for n in nics.values() if n.value.tls_enabled != majority]
         for n in odd:
             evidence(n.evidence)
+        _per_device([f"hccn_tool -i {n.device_id} -tls -s enable {int(majority)}" for n in odd])
         problems.append(
             f"TLS is {_onoff(majority)} on {modes[majority]} device(s) but "
             + ", ".join(f"{_onoff(n.value.tls_enabled)} on device {n.device_id}" for n in odd)
@@ -165,15 +186,17 @@ def test_tls(host):
     tier="full",
     reads=[DeviceNodes, NicPing],
     fix="Check the switch port, VLAN and the gateway in /etc/hccn.conf",
-    command="hccn_tool -i <device> -ping -g address <gateway>",
+    command="hccn_tool -i N -ping -g address <gateway>",
 )
 def test_gateway_ping(host):
     pings = _nics(host, host.nic_ping)
-    bad = []
+    bad, fixes = [], []
     for dev, n in pings.items():
         if n.value.received == 0 or n.value.loss_pct > 0:
             bad.append(f"device {dev}: {n.value.loss_pct:g} % loss to {n.value.target}")
             evidence(n.evidence)
+            fixes.append(f"hccn_tool -i {dev} -ping -g address {n.value.target}")
+    _per_device(fixes)
     _verdict(bad, host.nic_ping)
 
 

@@ -56,7 +56,7 @@ def test_npu_count(host):
 )
 def test_npu_health(host):
     details = host.npu_health.chips  # (npu, chip) -> `npu-smi info -t health`
-    worst, bad, unread, na = "OK", [], [], []
+    worst, bad, unread, na, resets = "OK", [], [], [], []
     for chip in host.npu_smi.chips:
         detail = details.get((chip.npu_id, chip.chip_id))
         command = host.npu_health.command(chip.npu_id, chip.chip_id)
@@ -70,6 +70,7 @@ def test_npu_health(host):
             continue
         codes = " ".join(detail.error_codes) if detail and detail.error_codes else "none shown"
         bad.append(f"{chip.label} ({chip.bus_id}): {level}, error codes {codes}")
+        resets.append(f"npu-smi set -t reset -i {chip.npu_id} -c {chip.chip_id}")
         evidence(chip.evidence)
         if detail:
             evidence(
@@ -77,6 +78,8 @@ def test_npu_health(host):
                 *(f"{chip.label}: {info}" for info in detail.error_information),
             )
         worst = max(worst, level, key=_rank)
+    if resets:
+        fix_command("; ".join(resets))
     assert _rank(worst) <= _SEVERITY["Warning"], "; ".join(bad + unread + na)
     if unread:
         not_judged("; ".join(unread), hint="`npu-smi info -l` did not list every chip of the table")
@@ -90,11 +93,11 @@ def test_npu_health(host):
     severity="major",
     reads=[NpuSmi],
     fix="Check the fans, the air inlet and the BMC's thermal log (an idle chip above range: cooling fault)",
-    command="npu-smi info -t temp -i <npu>",
+    command="npu-smi info -t temp -i <npu> -c <chip>",
 )
 def test_npu_temperature(host):
     lo, hi = host.profile.temp_min_c, host.profile.temp_max_c
-    out, unread = [], []
+    out, unread, hot = [], [], []
     for chip in host.npu_smi.chips:
         if chip.temp_c is None:
             unread.append(f"{chip.label} reports no temperature (Temp(C) is NA in `{host.npu_smi.command}`)")
@@ -102,6 +105,9 @@ def test_npu_temperature(host):
         elif not lo <= chip.temp_c <= hi:
             out.append(f"{chip.label} at {chip.temp_c} °C (expected {lo:g}-{hi:g} °C)")
             evidence(chip.evidence)
+            hot.append(f"npu-smi info -t temp -i {chip.npu_id} -c {chip.chip_id}")
+    if hot:
+        fix_command("; ".join(hot))
     assert not out, "; ".join(out + unread)
     if unread:
         not_judged("; ".join(unread), hint="a sensor that reports nothing cannot be trusted: check the BMC")

@@ -4,6 +4,7 @@ training user's environment finds it."""
 from __future__ import annotations
 
 from ascend_ready.checks.registry import check, evidence
+from ascend_ready.checks.remediation import PLAYBOOK
 from ascend_ready.checks.resources import (
     CannComponents,
     DriverVersion,
@@ -17,7 +18,7 @@ from ascend_ready.checks.resources import (
 )
 from ascend_ready.checks.resources.stack import installed_stack
 
-_REINSTALL = "ansible-playbook playbooks/site.yml --limit <host>"
+_REINSTALL = PLAYBOOK + " --limit <host>"
 _STACK = [DriverVersion, FirmwareVersion, Toolkit, CannComponents, PythonPackages]
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import threading
@@ -61,7 +62,8 @@ def _exec(channel: paramiko.Channel, command: str) -> None:
     except (OSError, EOFError):
         proc.kill()
     finally:
-        channel.close()
+        with contextlib.suppress(OSError, EOFError):  # the client may have closed the transport first
+            channel.close()
 
 
 def _pump(chan: paramiko.Channel, dest: tuple[str, int]) -> None:

@@ -117,7 +117,7 @@ def test_json_junit_and_prometheus_reports(runner, tmp_path):
     assert report["schema_version"] == 1 and report["tier"] == "quick"
     hot = next(r for r in report["results"] if r["check_id"] == "npu.temperature")
     assert hot["status"] == "fail" and hot["message"] == "NPU 1 chip 0 at 90 °C (expected 10-70 °C)"
-    assert hot["remediation"]["command"] == "npu-smi info -t temp -i <npu>"
+    assert hot["remediation"]["command"] == "npu-smi info -t temp -i 1 -c 0"  # the hot chip's own
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite.get("name") == "node01" and suite.get("failures") == "1"
     failure = suite.find("testcase[@name='npu.temperature']/failure")
