@@ -202,13 +202,18 @@ def job_marker(plan: JobPlan, host: HostPlan) -> str:
     return f"{plan.run_id}.{host.name}"
 
 
-def _as_user(host: HostPlan, script: str) -> str:
-    """`/bin/sh -c SCRIPT`, through `sudo -n -u USER` where the training user is not the SSH user."""
-    login = (host.facts.login_user if host.facts else None) or host.target.user
+def as_user(script: str, training_user: str | None, login_user: str | None) -> str:
+    """`/bin/sh -c SCRIPT`, through `sudo -n -u USER` where the training user is not the SSH user (the
+    Ray cluster of --engine verl starts the same way)."""
     shell = f"/bin/sh -c {_q(script)}"
-    if host.training_user and host.training_user != login:
-        return f"sudo -n -H -u {_q(host.training_user)} -- {shell}"
+    if training_user and training_user != login_user:
+        return f"sudo -n -H -u {_q(training_user)} -- {shell}"
     return shell
+
+
+def _as_user(host: HostPlan, script: str) -> str:
+    login = (host.facts.login_user if host.facts else None) or host.target.user
+    return as_user(script, host.training_user, login)
 
 
 def remote_command(host: HostPlan, plan: JobPlan) -> str:
@@ -244,6 +249,9 @@ def _host_env(cfg: TrainConfig, nic: str | None, ip: str | None, devices: list[i
         env[worker_hooks.DIR_ENV] = f"{out}/{PROFILE_DIR}/{run_id}"
     env[launch_mod.WORKER_ENV] = "1"
     env["PYTHONUNBUFFERED"] = "1"  # lines reach the controller as they are printed
+    # A rank killed by SIGABRT/SIGSEGV in native code (HCCL, gloo, the CANN runtime) prints every
+    # thread's Python stack before it dies, so its log says where it was, not only torchrun's signal.
+    env["PYTHONFAULTHANDLER"] = "1"
     # torchrun sets 1 itself only for more than one process per node; a job across nodes has more than
     # one process too, and a second intra-op thread per rank made tiny CPU steps 2-20x slower on the
     # simulated nodes (accelerate raises an unset value to 2). launch.hccl.extra_env overrides it.
@@ -642,11 +650,26 @@ def _refuse_changed_versions(spec: LaunchSpec, hosts: Mapping[str, LaunchSpecHos
     spec.check_versions(current_fingerprints(list(targets.values()), opts.fanout, profiles))
 
 
-def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts: LaunchOptions) -> dict:
-    """The whole multi-node run from the controller; returns the summary, raises on a failed job."""
-    import dataclasses
+@dataclass
+class Fleet:
+    """The nodes of a job before any session opens: from the launch spec (judged), or the inventory's
+    hosts after a passing preflight (`hosts` None until the probe gives their routes, _spec_with_routes)."""
 
-    output_dir = output_dir.absolute()
+    spec: LaunchSpec
+    targets: dict[str, Target]
+    from_inventory: bool
+    report: object | None
+    hosts: dict[str, LaunchSpecHost] | None
+    names: list[str]  # the hosts to start, in order
+    master: str
+    port: int
+    python: dict[str, str]  # host -> interpreter on it
+    users: dict[str, str | None]  # host -> the training user the spec or inventory names
+
+
+def resolve_fleet(cfg: TrainConfig, opts: LaunchOptions) -> Fleet:
+    """Spec or preflight, the hosts to start, the master, each host's interpreter and training user (the
+    trl launcher here and verl's Ray cluster, training/verl_glue.py, start from the same)."""
     spec, targets, from_inventory = _targets_and_spec(cfg, opts)
     report = None
     if from_inventory:
@@ -667,6 +690,18 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
                  or sys.executable for n in start}
     users = {n: named.get(n, (None, None))[0] if from_inventory else hosts_spec[n].training_user
              for n in start}
+    return Fleet(spec, targets, from_inventory, report, hosts_spec, start, master, port, python_of, users)
+
+
+def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts: LaunchOptions) -> dict:
+    """The whole multi-node run from the controller; returns the summary, raises on a failed job."""
+    import dataclasses
+
+    output_dir = output_dir.absolute()
+    fleet = resolve_fleet(cfg, opts)
+    spec, targets, from_inventory, report = fleet.spec, fleet.targets, fleet.from_inventory, fleet.report
+    hosts_spec, start, master, port = fleet.hosts, fleet.names, fleet.master, fleet.port
+    python_of, users = fleet.python, fleet.users
     # A dry run connects only where it must: to read the NICs the spec does not give.
     need_probe = not opts.dry_run or from_inventory or any(not hosts_spec[n].nic for n in start)
     if not from_inventory and not opts.dry_run:

@@ -67,6 +67,15 @@ def shared_run(cluster, name: str) -> tuple[Path, str]:
     return cluster.run_dir / "shared" / name, f"{SHARED_IN_NODES}/{name}"
 
 
+def node_logs_tail(out: Path, chars: int = 3000) -> str:
+    """The end of every node's log of the newest job under `out`, for an assertion message."""
+    jobs = sorted((out / "logs").glob("*/"), key=lambda p: p.stat().st_mtime)
+    if not jobs:
+        return "\n(no job logs)"
+    return "".join(f"\n--- {log}:\n{log.read_text(errors='replace')[-chars:]}"
+                   for log in sorted(jobs[-1].glob("node*.log")))
+
+
 def policy_steps(out: Path) -> list[int]:
     return [r["step"] for r in read_metrics(out / "metrics.jsonl") if "loss/policy" in r]
 
@@ -226,7 +235,7 @@ def test_a_killed_worker_stops_every_node_and_resume_finishes_the_run(cluster):
     done = max(s for s, _ in checkpoints(out / "checkpoints"))
     assert 2 <= done < steps
     resumed = train(*args, "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert resumed.returncode == 0, resumed.stderr[-4000:] + node_logs_tail(out)
     assert policy_steps(out) == list(range(1, steps + 1))  # as an uninterrupted run: every step once
     assert max(s for s, _ in checkpoints(out / "checkpoints")) == steps
     digests = dict(re.findall(r"weights sha256 rank (\d): ([0-9a-f]{64})", resumed.stderr))
