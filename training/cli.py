@@ -1,7 +1,7 @@
 """`ascend-train`: gate on the preflight, launch workers, and run GRPO, PPO, SFT or reward-model training.
 
 Exit codes: 0 done; 1 training stopped (failed preflight, NaN, OOM); 2 bad config or usage;
-others come from torchrun.
+3 a node could not be reached over SSH (multi-node launch); others come from torchrun.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def run_algorithm(algo: str, cfg: TrainConfig, output_dir: Path, resume: bool) -
     """Set up this process's device and process group, then train. Used by workers and single-process runs."""
     from importlib import import_module
 
-    from ascend_ready.training.devices import setup_runtime, shutdown
+    from ascend_ready.training.devices import barrier, setup_runtime, shutdown
     from ascend_ready.training.worker_hooks import digest_callback, ensure_node_model, profiled
 
     if "RANK" in os.environ:
@@ -75,10 +75,18 @@ def run_algorithm(algo: str, cfg: TrainConfig, output_dir: Path, resume: bool) -
         # GRPO takes extra callbacks: across ranks, each prints its final weights' digest (they must agree)
         extra = {"extra_callbacks": [digest_callback(rt.rank)]} if algo == "grpo" and rt.distributed else {}
         with profiled(algo, cfg, rt.device_type, rt.rank):
-            return import_module(f"ascend_ready.training.{algo}").train(cfg, rt, output_dir, resume=resume,
-                                                                        **extra)
-    finally:
+            summary = import_module(f"ascend_ready.training.{algo}").train(cfg, rt, output_dir,
+                                                                           resume=resume, **extra)
+    except BaseException:
         shutdown(rt)
+        raise
+    # Every rank reaches the end before any closes its connections: a gloo rank whose peer closed its
+    # sockets first aborts in gloo's own thread ("terminate called after throwing an instance of
+    # 'gloo::IoException' ... Connection closed by peer", SIGABRT; horovod/horovod#1364), which failed
+    # a finished run. On failure there is no such wait: the peer may be gone.
+    barrier(rt)
+    shutdown(rt)
+    return summary
 
 
 def _launch(
@@ -94,17 +102,18 @@ def _launch(
     out = Path(output_dir or f"runs/{algo}")
     worker = os.environ.get(launch_mod.WORKER_ENV) == "1" or "RANK" in os.environ
     engine = opts.get("engine") or "trl"
+    pf = cfg.preflight
+    across_nodes = opts.get("launch_spec") or ((pf.hosts or pf.inventory) and opts.get("node_rank") is None)
     if not worker:
+        _check_inputs(cfg, out, here=engine == "trl" and not across_nodes)
         _plan_gate(algo, cfg, engine)
-    if engine == "verl":
+    if engine == "verl" and not across_nodes:  # across nodes: a Ray cluster, _launch_across_nodes
         from ascend_ready.training import verl_glue
 
         _report(out.absolute(), verl_glue.launch(algo, cfg, out, skip_preflight=skip_preflight,
                                                  dry_run=bool(opts.get("dry_run")),
                                                  log=lambda msg: click.echo(msg, err=True)))
         return
-    pf = cfg.preflight
-    across_nodes = opts.get("launch_spec") or ((pf.hosts or pf.inventory) and opts.get("node_rank") is None)
     if not worker and across_nodes:
         _report(out.absolute(), _launch_across_nodes(algo, cfg, out, resume, skip_preflight, opts))
         return
@@ -140,6 +149,42 @@ def _launch(
         _report(out, summary)
 
 
+def _check_inputs(cfg: TrainConfig, out: Path, *, here: bool) -> None:
+    """Every input the command line and config name, before the memory plan, the preflight or the run
+    directory: the hosts or inventory, the output dir, and (`here`: trained on this node) the model,
+    reward model and data files. A multi-node launch checks those paths on every node instead."""
+    from ascend_ready.checks.inventory import check_host_profiles, load_inventory, parse_hosts
+    from ascend_ready.paths import check_output_dir
+
+    pf = cfg.preflight
+    if pf.inventory:
+        check_host_profiles(load_inventory(pf.inventory), pf.inventory)
+    elif pf.hosts:
+        parse_hosts(",".join(pf.hosts))
+    check_output_dir(out, "--output-dir")
+    if not here:
+        return
+    from ascend_ready.training.data import read_jsonl
+    from ascend_ready.training.models import local_dir
+
+    if cfg.model.tiny is None:
+        local_dir(cfg.model.path, "model.path")
+    if cfg.model.reward_model_path:
+        local_dir(cfg.model.reward_model_path, "model.reward_model_path")
+    if cfg.data.source != "arithmetic" and cfg.data.path:
+        try:
+            read_jsonl(cfg.data.path, limit=1)
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"data.path: {cfg.data.path} is not UTF-8 text (byte {exc.start})",
+                              hint="give a JSONL file, one JSON object per line") from None
+        except OSError as exc:
+            raise ConfigError(f"data.path: cannot read {cfg.data.path}: {exc.strerror or exc}",
+                              hint="give a readable JSONL file") from None
+        except ConfigError as exc:
+            raise ConfigError(f"data.path: {exc.message}",
+                              hint=exc.hint or "give a JSONL file, one JSON object per line") from None
+
+
 def _plan_gate(algo: str, cfg: TrainConfig, engine: str) -> None:
     """Refuse a job whose memory plan is over the device limit, before any node is touched."""
     from ascend_ready.training.memory_plan import GIB, launch_gate
@@ -171,7 +216,13 @@ def _launch_across_nodes(algo: str, cfg: TrainConfig, out: Path, resume: bool, s
         preflight_command=pf.command, preflight_timeout_s=pf.timeout_s,
         log=lambda msg: click.echo(msg, err=True),
     )
-    summary = multinode.launch(algo, cfg, out, resume=resume, opts=options)
+    if opts.get("engine") == "verl":
+        from ascend_ready.training import verl_glue
+
+        summary = verl_glue.launch_across_nodes(algo, cfg, out, opts=options,
+                                                join_timeout_s=opts.get("join_timeout") or 120.0)
+    else:
+        summary = multinode.launch(algo, cfg, out, resume=resume, opts=options)
     if summary.get("dry_run"):
         sys.exit(0)
     return summary
@@ -239,6 +290,8 @@ def _algo_command(algo: str, help_text: str):
     @click.option("--ssh-config", type=click.Path(dir_okay=False), help="ssh_config for reaching the nodes.")
     @click.option("--known-hosts", type=click.Path(dir_okay=False), help="known_hosts of the nodes.")
     @click.option("--connect-timeout", type=float, help="Seconds to wait for each SSH connection [10].")
+    @click.option("--join-timeout", type=click.FloatRange(min=1),
+                  help="--engine verl: seconds for every node to join the Ray cluster [120].")
     @click.argument("overrides", nargs=-1)
     def command(**kw):
         _launch(algo, **kw)
@@ -250,10 +303,12 @@ def _algo_command(algo: str, help_text: str):
     cls=GuardedGroup,
     epilog="Exit codes: 0 done; 1 training refused or stopped (failed preflight, NaN/inf loss, out of "
     "memory); "
-    "2 bad config or usage; anything else comes from torchrun or a crashed worker.",
+    "2 bad config or usage; 3 a node could not be reached over SSH; anything else comes from torchrun or a "
+    "crashed worker.",
     help="Train with GRPO, PPO, SFT or a reward model, after a passing ascend-check preflight.\n\n"
     "OVERRIDES are key=value pairs over the config, e.g. max_steps=20 grpo.beta=0.01.",
 )
+@click.version_option(package_name="ascend-ready", prog_name="ascend-train")
 def main() -> None:
     pass
 
@@ -329,9 +384,14 @@ def plot_cmd(run_dir: str) -> None:
     """Redraw RUN_DIR/metrics.png from RUN_DIR/metrics.jsonl."""
     from ascend_ready.training.metrics import METRICS_FILE, PLOT_FILE, plot_metrics
 
-    png = plot_metrics(Path(run_dir) / METRICS_FILE, Path(run_dir) / PLOT_FILE)
+    try:
+        png = plot_metrics(Path(run_dir) / METRICS_FILE, Path(run_dir) / PLOT_FILE)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {Path(run_dir) / PLOT_FILE}: {exc.strerror or exc}",
+                          hint="plot a run directory you may write") from None
     if png is None:
-        raise ConfigError(f"{run_dir}/{METRICS_FILE} has nothing to plot")
+        raise ConfigError(f"{run_dir}/{METRICS_FILE} has nothing to plot",
+                          hint="plot after the run has logged a step (reward, KL, loss or accuracy)")
     click.echo(png)
 
 

@@ -1,13 +1,14 @@
 """`ascend-train grpo|ppo --engine verl`: the same TrainConfig handed to verl's PPO trainer, as Hydra
 overrides checked against the installed verl's own config tree before any node is touched.
 
-What happens here (CPU, no accelerator, no Ray): the prompts become the parquet files verl reads, the
+What happens here (CPU, no accelerator): the prompts become the parquet files verl reads, the
 config becomes `key=value` overrides, and they are composed with verl's `verl/trainer/config/
 ppo_trainer.yaml` (Hydra, struct mode: an unknown or misspelt key is refused by name) and their values
 checked against the choices verl's source accepts. The training itself needs accelerators and a Ray
-cluster; `launch()` starts `python -m verl.trainer.main_ppo` with the validated overrides.
+cluster; `launch()` starts `python -m verl.trainer.main_ppo` with the validated overrides on this node,
+`launch_across_nodes()` brings up Ray on a launch spec's nodes (training/ray_cluster.py) and runs it there.
 
-Install: `pip install 'ascend-ready[verl]'` (hydra-core, omegaconf, pandas, pyarrow) and
+Install: `pip install 'ascend-ready[verl]'` (hydra-core, omegaconf, pandas, pyarrow, ray) and
 `pip install --no-deps verl==0.9.1`; verl's own requirements would pull a CUDA build of torch.
 """
 
@@ -312,15 +313,21 @@ def validate_overrides(overrides: list[str]) -> Any:
 # Launch
 
 
-def prepare(algorithm: str, cfg: Any, out: Path, *, plan: Any | None = None) -> list[str]:
-    """Parquet files, overrides, validation; writes out/verl-overrides.txt. Touches no node."""
+def prepare(algorithm: str, cfg: Any, out: Path, *, plan: Any | None = None,
+            node_dir: str | None = None) -> list[str]:
+    """Parquet files, overrides, validation; writes out/verl-overrides.txt. Touches no node.
+
+    `node_dir`: the run dir as the nodes see it (a shared filesystem mounted elsewhere on them); the
+    overrides name the data, model and checkpoints there."""
     from ascend_ready.training.memory_plan import plan_for_config
 
     if plan is None:
         plan, _, _ = plan_for_config(cfg, algorithm, engine="verl")
     out.mkdir(parents=True, exist_ok=True)
     train, val = write_parquet(cfg, out)
-    overrides = to_overrides(cfg, algorithm, plan=plan, train_file=train, val_file=val, output_dir=out)
+    seen = Path(node_dir) if node_dir else out
+    train, val = seen / train.relative_to(out), seen / val.relative_to(out)
+    overrides = to_overrides(cfg, algorithm, plan=plan, train_file=train, val_file=val, output_dir=seen)
     validate_overrides(overrides)
     (out / "verl-overrides.txt").write_text("\n".join(overrides) + "\n")
     return overrides
@@ -338,6 +345,9 @@ def ensure_tiny_model(cfg: Any, out: Path) -> Path | None:
 
     directory = out / "tiny-model"
     if not (directory / "config.json").is_file():
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # its shard bar would sit among the launcher's lines
         build_tiny_model(directory, cfg.model.tiny, seed=cfg.seed)
     tok_cfg = directory / "tokenizer_config.json"
     data = json.loads(tok_cfg.read_text())
@@ -349,14 +359,15 @@ def ensure_tiny_model(cfg: Any, out: Path) -> Path | None:
 
 def launch(algorithm: str, cfg: Any, out: Path, *, skip_preflight: bool = False, dry_run: bool = False,
            log: Callable[[str], None] = print, cluster: Any | None = None,
-           run: Callable[[str, str], tuple[int, str, str]] | None = None,
+           run: Callable[[str, str, float], tuple[int, str]] | None = None,
            fingerprints: dict[str, dict[str, str | None]] | None = None) -> dict:
     """Validate everything here, gate on the preflight, then run verl's trainer with the overrides.
 
     With `fingerprints` (node -> cann/torch/torch_npu as read), a fleet verl does not support is refused
     first (provision.matrix.check_engine_fleet). With `cluster` (training.ray_cluster.RayCluster) and
-    `run`, Ray is started on its nodes, the trainer joins it, and it is torn down afterwards; without,
-    verl's trainer starts a one-node Ray of its own (docs/verl.md says what is left to wire).
+    `run` (ray_cluster.runner), Ray is started on its nodes, the trainer joins it from here, and it is
+    torn down afterwards; without, verl's trainer starts a one-node Ray of its own. Across the nodes of a
+    launch spec the CLI uses launch_across_nodes instead (the trainer runs on the head).
     """
     from ascend_ready.training.preflight import gate
 
@@ -392,3 +403,197 @@ def launch(algorithm: str, cfg: Any, out: Path, *, skip_preflight: bool = False,
         raise TrainingError(f"verl's trainer exited with {rc}",
                             hint=f"its log is above; the overrides are in {out / 'verl-overrides.txt'}")
     return {"output_dir": str(out), "engine": "verl"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Across the nodes of a launch spec: a Ray cluster, then verl's trainer as its driver on the head
+
+#: the file of the run dir that records the Ray cluster's check (each node's hostname and NPUs)
+RAY_CHECK_FILE = "ray-cluster.json"
+#: what verl's trainer imports on every node besides Ray; the device kind adds torch_npu (NPU)
+VERL_RUNTIME = ("verl", "vllm", "torch")
+_RUNTIME_PROBE = """
+import importlib.metadata as m, importlib.util as u, json
+def version(name):
+    try:
+        return m.version(name)
+    except m.PackageNotFoundError:
+        return None
+print(json.dumps({"ray": version("ray") if u.find_spec("ray") else None,
+                  "missing": [x for x in %r if u.find_spec(x) is None]}))
+"""
+
+
+def _runtime(sessions: dict, cluster: Any, modules: tuple[str, ...]) -> dict[str, tuple[str | None, list]]:
+    """node -> (its Ray version, the modules of verl's runtime it lacks), read with the node's interpreter."""
+    import shlex
+
+    from ascend_ready.training.multinode import as_user
+
+    found = {}
+    for node in cluster.nodes:
+        code = _RUNTIME_PROBE % (modules,)
+        script = f"exec {shlex.quote(node.python)} -c {shlex.quote(code)}\n"
+        cmd = as_user(script, node.run_as, node.login_user)
+        rc, out = sessions[node.name].capture(cmd, 60)
+        try:
+            data = json.loads(out.strip().splitlines()[-1])
+            found[node.name] = (data["ray"], list(data["missing"]))
+        except (ValueError, IndexError, KeyError, TypeError):
+            raise TrainingError(f"{node.name}: cannot read what {node.python} has installed (exit {rc}): "
+                                f"{out.strip()[-300:] or '(no output)'}",
+                                hint=f"check that {node.python} runs on {node.name} (--python)") from None
+    return found
+
+
+def _refuse_without_ray(versions: dict[str, tuple[str | None, list]], python: dict[str, str]) -> None:
+    from importlib.metadata import version
+
+    here = version("ray") if importlib.util.find_spec("ray") else None
+    want = here or next((v for v, _ in versions.values() if v), None)
+    bad = [f"{n}: {'no ray in ' + python[n] if v is None else f'ray {v}, not {want}'}"
+           for n, (v, _) in versions.items() if v is None or v != want]
+    if bad:
+        raise ConfigError("the Ray cluster needs the same Ray on every node: " + "; ".join(bad),
+                          hint=f"pip install 'ray=={want or '2.60.0'}' into the training venv of each node "
+                               "named (the [verl] extra pins it)")
+
+
+def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_timeout_s: float = 120.0,
+                        cluster_options: dict | None = None) -> dict:
+    """`--engine verl` with --launch-spec or -i/--hosts: Ray on every node the spec (or the preflight)
+    lets start, a Ray task on each node checked (hostname, NPUs), then verl's trainer as the cluster's
+    driver on the head, its output streamed; Ray is stopped on every node afterwards, also on a failure
+    and Ctrl-C, and a Ray process left anywhere is reported.
+
+    Where a node lacks verl's runtime (vllm, torch_npu, verl: a machine without accelerators, such as the
+    simulated cluster), the trainer is not started: the Ray cluster is brought up, checked and stopped,
+    and TrainingError names what is missing where. `opts` is multinode.LaunchOptions; `cluster_options`
+    are RayCluster's (num_cpus, object_store_bytes, port).
+    """
+    import contextlib
+    import secrets
+    import time
+
+    from ascend_ready.training import multinode as mn
+    from ascend_ready.training import ray_cluster
+    from ascend_ready.training.remote import open_sessions, root_cause, run_job
+
+    out = out.absolute()
+    log = opts.log
+    fleet = mn.resolve_fleet(cfg, opts)
+    node_out = opts.node_output_dir or str(out)
+    device = "cuda" if cfg.launch.device == "cuda" else "npu"
+    modules = (*VERL_RUNTIME, "torch_npu") if device == "npu" else VERL_RUNTIME
+    if not fleet.from_inventory and not opts.dry_run:
+        mn._refuse_changed_versions(fleet.spec, fleet.hosts, {n: fleet.targets[n] for n in fleet.names}, opts)
+    with contextlib.ExitStack() as stack:
+        # A dry run connects only where it must: to read the NICs the spec does not give.
+        need = not opts.dry_run or fleet.from_inventory or any(not fleet.hosts[n].ip for n in fleet.names)
+        sessions = (stack.enter_context(open_sessions([fleet.targets[n] for n in fleet.names], opts.fanout))
+                    if need else {})
+        nonce = marker = None
+        if not opts.dry_run:
+            out.mkdir(parents=True, exist_ok=True)
+            nonce = secrets.token_hex(8)
+            marker = out / f".ascend-train-shared-{nonce}"
+            marker.write_text(nonce)
+            stack.callback(marker.unlink, missing_ok=True)
+        probe_as = {n: u for n, u in fleet.users.items() if u and u != fleet.targets[n].user}
+        facts = mn._probe_all(
+            sessions, fleet.master, lambda n: mn._required_paths(cfg, fleet.python[n], opts.set_env, None),
+            f"{node_out}/{marker.name}" if marker else None, nonce, probe_as) if sessions else {}
+        hosts = fleet.hosts
+        if fleet.from_inventory:
+            spec = mn._spec_with_routes(fleet.report, {n: fleet.targets[n] for n in fleet.names}, facts,
+                                        fleet.master, fleet.port)
+            hosts, master = spec.usable(), spec.master_addr
+        else:
+            spec, master = fleet.spec, opts.master_addr or fleet.master
+        names = mn._ordered(hosts, master)  # the master's host is the head
+        if not opts.dry_run:
+            mn._refuse_missing(facts)
+            unshared = [n for n in names if not facts[n].sees_output]
+            if unshared:
+                raise ConfigError(f"verl needs the run dir on a filesystem every node shares: "
+                                  f"{', '.join(unshared)} do not see {node_out}",
+                                  hint="put --output-dir on the shared filesystem (mounted elsewhere on the "
+                                       "nodes: --node-output-dir), as verl's data and checkpoints must be")
+        cluster = ray_cluster.cluster_from_spec(
+            {n: hosts[n] for n in names}, python=fleet.python, set_env=opts.set_env,
+            run_as={n: u for n, u in fleet.users.items() if u},
+            login_users={n: (facts[n].login_user if n in facts else None) or fleet.targets[n].user
+                         for n in names},
+            **(cluster_options or {}))
+        nproc = opts.nproc_per_node or min((len(n.devices) for n in cluster.nodes), default=0) \
+            or cfg.launch.nproc_per_node
+        job = cfg.model_copy(deep=True)
+        job.launch.nnodes, job.launch.nproc_per_node = len(names), nproc
+        overrides = prepare(algorithm, job, out, node_dir=node_out)
+        log(f"verl: {len(overrides)} overrides validated against {verl_dir()}/trainer/config/"
+            f"{VERL_CONFIG}.yaml (written to {out / 'verl-overrides.txt'})")
+        head = cluster.head
+        run_id = f"verl-{algorithm}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        plan = mn.JobPlan(algorithm, run_id, out, head.ip, cluster.port, nproc, [], {
+            n: f"{h.verdict}: {', '.join(h.failed_checks) or 'see the report'}"
+            for n, h in spec.hosts.items() if n not in hosts}, spec.checked, opts.node_output_dir)
+        env = {"RAY_ADDRESS": cluster.address, "PYTHONUNBUFFERED": "1", **cluster.node_env(head)}
+        plan.hosts.append(mn.HostPlan(
+            name=head.name, target=fleet.targets[head.name], node_rank=0, nic=head.nic, ip=head.ip,
+            devices=list(head.devices), python=head.python, training_user=head.run_as, env=env,
+            torchrun=[head.python, "-m", "verl.trainer.main_ppo", *overrides], bindings=[],
+            set_env=opts.set_env, facts=facts.get(head.name)))
+        if opts.dry_run:
+            import sys
+
+            lines = [f"ray cluster: {len(cluster.nodes)} node(s), head {head.name} at {cluster.address}"]
+            lines += [f"== {n.name}: {'head' if n is head else 'worker'}, NIC {n.nic or '-'} {n.ip}, "
+                      f"{len(n.devices)} NPU(s)\n{cluster.start_command(n)}" for n in cluster.nodes]
+            lines.append(f"== verl's trainer: the driver on {head.name}, RAY_ADDRESS={cluster.address}")
+            lines.append(mn.remote_command(plan.hosts[0], plan).rstrip("\n"))
+            sys.stdout.write("\n".join(lines) + "\n")
+            return {"dry_run": True, "hosts": names}
+        runtime = _runtime(sessions, cluster, modules)
+        _refuse_without_ray(runtime, fleet.python)
+        ensure_tiny_model(job, out)
+        plan.log_dir.mkdir(parents=True, exist_ok=True)
+        run = ray_cluster.runner(sessions)
+        ray_cluster.start(cluster, run, join_timeout_s=join_timeout_s, log=log)
+        result = left = None
+        try:
+            nodes = ray_cluster.check(cluster, run)
+            record = {"address": cluster.address, "nodes": nodes}
+            (out / RAY_CHECK_FILE).write_text(json.dumps(record, indent=1) + "\n")
+            for row in nodes:
+                log(f"ray: {row['node']}: a task ran on {row['hostname']} ({row['ip']}) holding "
+                    f"{len(row['npu_ids'])} NPU(s) {row['npu_ids']}")
+            lacking = {n: miss for n, (_v, miss) in runtime.items() if miss}
+            if not lacking:
+                result = run_job({head.name: mn.remote_command(plan.hosts[0], plan)},
+                                 {head.name: sessions[head.name]}, plan.log_dir, echo=log)
+        finally:
+            left = ray_cluster.stop(cluster, run, log=log)
+    leftover = ("; Ray processes LEFT on " + "; ".join(f"{n}: {', '.join(p)}" for n, p in left.items())
+                if left else "")
+    if result is None:
+        what = "; ".join(f"{n} lacks {', '.join(m)}" for n, m in lacking.items())
+        raise TrainingError(
+            f"verl's trainer was not started: {what} (its interpreter {head.python}). The Ray cluster "
+            f"came up on {len(nodes)} node(s), ran a task on each ({out / RAY_CHECK_FILE}) and was stopped"
+            + leftover,
+            hint=f"install verl's stack on every node (`ascend-matrix resolve --engine verl`; verl itself: "
+                 f"{VERL_EXTRA_HINT.split('&& ')[-1]}); verl's trainer needs NPUs or GPUs (docs/verl.md)")
+    if result.interrupted:
+        log(f"ray: interrupted; stopped on every node{leftover}")
+        raise KeyboardInterrupt
+    if not result.ok:
+        cause = root_cause(result.nodes)
+        raise TrainingError(f"verl's trainer failed on {head.name}: "
+                            f"{cause.lost or cause.error or f'exit code {cause.rc}'}" + leftover,
+                            hint=f"its log: {plan.log_dir}/{head.name}.log; the overrides: "
+                                 f"{out / 'verl-overrides.txt'}")
+    if left:
+        raise TrainingError(f"verl's trainer finished, but the teardown left Ray running{leftover}",
+                            hint="stop it there: ray stop --force")
+    return {"output_dir": str(out), "engine": "verl", "hosts": names, "run_id": run_id,
+            "logs": str(plan.log_dir), "ray": cluster.address}
