@@ -446,6 +446,11 @@ def _runtime(sessions: dict, cluster: Any, modules: tuple[str, ...]) -> dict[str
     return found
 
 
+def _versions(fingerprint: dict[str, str]) -> dict[str, str | None]:
+    """A launch spec's fingerprint as check_engine_fleet reads it: "(not installed)" is no version."""
+    return {k: None if v == "(not installed)" else v for k, v in fingerprint.items()}
+
+
 def _refuse_without_ray(versions: dict[str, tuple[str | None, list]], python: dict[str, str]) -> None:
     from importlib.metadata import version
 
@@ -555,6 +560,12 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
             return {"dry_run": True, "hosts": names}
         runtime = _runtime(sessions, cluster, modules)
         _refuse_without_ray(runtime, fleet.python)
+        if not any(miss for _v, miss in runtime.values()):
+            # The trainer will start: the stack the preflight read on each node must be one verl supports
+            # (a node lacking verl's runtime is named after the Ray check instead, and nothing trains).
+            from ascend_ready.provision.engines import check_engine_fleet
+
+            check_engine_fleet("verl", {n: _versions(hosts[n].fingerprint) for n in names})
         ensure_tiny_model(job, out)
         plan.log_dir.mkdir(parents=True, exist_ok=True)
         run = ray_cluster.runner(sessions)

@@ -256,3 +256,23 @@ def test_a_node_without_the_controllers_ray_is_refused_before_anything_starts():
         _refuse_without_ray({"node01": (here, []), "node02": ("2.9.0", []), "node03": (None, [])}, python)
     assert f"node02: ray 2.9.0, not {here}; node03: no ray in /usr/bin/python3" in exc.value.message
     assert f"pip install 'ray=={here}'" in exc.value.hint
+
+
+def test_a_fleet_verl_does_not_support_is_refused_from_the_specs_fingerprints():
+    """The launch spec's fingerprints, as the preflight writes them (launchspec.fingerprint_hosts:
+    "(not installed)" for what is absent), go through the engine gate before Ray starts."""
+    from ascend_ready.errors import MatrixError
+    from ascend_ready.provision.engines import check_engine_fleet
+    from ascend_ready.provision.matrix import load_matrix, resolve
+    from ascend_ready.training.verl_glue import _versions
+
+    want = resolve(load_matrix(), engine="verl")
+    good = {"driver": "24.1.rc3", "cann": want.cann, "torch": want.torch, "torch_npu": want.torch_npu}
+    fleet = {"node01": good, "node02": {**good, "torch_npu": "(not installed)"},
+             "node03": {**good, "torch": "1.11.0"}}
+    assert check_engine_fleet("verl", {"node01": _versions(good)})
+    with pytest.raises(MatrixError) as exc:
+        check_engine_fleet("verl", {n: _versions(fp) for n, fp in fleet.items()})
+    assert "node02: torch_npu not read" in exc.value.message
+    assert f"node03: CANN {want.cann}, torch 1.11.0" in exc.value.message
+    assert "node01" not in exc.value.message
