@@ -16,12 +16,15 @@ The run dir has the same path on every node as on the controller (--output-dir).
 the controller's directory (a shared filesystem, detected by a file only the controller wrote), rank 0
 writes metrics, checkpoints and plots there once; elsewhere the config is copied to each node and rank
 0's results (and every rank's checkpoint and profiler files) are fetched back when the job ends.
+
+Here: the job plan (each host's command and environment) and `launch`. Which nodes, and what the
+read-only probe finds on each before the start: training/node_probe.py; the files moved to and from
+nodes that do not share the run dir: training/node_files.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import re
 import secrets
 import shlex
@@ -31,23 +34,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost, load_launch_spec
+from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost
 from ascend_ready.checks.transport import FanoutOptions, Target
-from ascend_ready.errors import AscendReadyError, ConfigError, TrainingError
+from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.training import launch as launch_mod
-from ascend_ready.training import numa, worker_hooks
+from ascend_ready.training import node_files, node_probe, numa, worker_hooks
 from ascend_ready.training.config import TrainConfig, dump_config
-from ascend_ready.training.remote import GRACE_S, JobResult, Session, open_sessions, root_cause, run_job
+from ascend_ready.training.node_files import LOGS_DIR, PROFILE_DIR
+from ascend_ready.training.node_probe import NodeFacts
+from ascend_ready.training.remote import GRACE_S, JobResult, open_sessions, root_cause, run_job
 
 __all__ = [
     "HostPlan",
     "JobPlan",
     "LaunchOptions",
-    "NodeFacts",
     "launch",
     "plan_job",
-    "probe_script",
-    "read_probe",
     "remote_command",
     "render_dry_run",
 ]
@@ -55,13 +57,9 @@ __all__ = [
 GUARD_MODULE = "ascend_ready.training.node_guard"
 RESOLVED_CONFIG = "config.yaml"
 DEFAULT_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
-PROFILE_DIR = "profile"
-LOGS_DIR = "logs"
 #: a node's guard stops its job after this long without the controller's heartbeat (remote.HEARTBEAT_S)
 GUARD_SILENCE_S = 30.0
-PROBE_TIMEOUT_S = 30.0
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_PROBE = "@@probe"
 
 
 @dataclass
@@ -100,20 +98,6 @@ def parse_profile_steps(text: str | None) -> tuple[int, int] | None:
 
 
 # ----------------------------------------------------------------------------------- what runs where
-
-
-@dataclass
-class NodeFacts:
-    """What the read-only probe found on one node before anything starts."""
-
-    login_user: str | None = None
-    master_ip: str | None = None
-    route: str | None = None
-    addr: str | None = None
-    topo: str | None = None
-    numa_nodes: str | None = None
-    sees_output: bool = False
-    missing: dict[str, str] = field(default_factory=dict)  # label -> path that is not there
 
 
 @dataclass
@@ -259,7 +243,7 @@ def _host_env(cfg: TrainConfig, nic: str | None, ip: str | None, devices: list[i
     return env
 
 
-def _ordered(hosts: Mapping[str, LaunchSpecHost], master_addr: str) -> list[str]:
+def node_rank_order(hosts: Mapping[str, LaunchSpecHost], master_addr: str) -> list[str]:
     """Node rank order: the master's host first (torchrun's static rendezvous serves the store from node
     rank 0 at MASTER_ADDR), then the spec's order."""
     names = list(hosts)
@@ -299,7 +283,7 @@ def plan_job(
                    {n: f"{h.verdict}: {', '.join(h.failed_checks) or 'see the report'}"
                     for n, h in spec.hosts.items() if n not in hosts}, spec.checked, opts.node_output_dir)
     launch = cfg.launch
-    for rank, name in enumerate(_ordered(hosts, master)):
+    for rank, name in enumerate(node_rank_order(hosts, master)):
         h, f = hosts[name], facts.get(name)
         if launch.device == "npu" and h.devices and len(h.devices) < nproc:
             raise ConfigError(f"{name} has {len(h.devices)} healthy NPU(s) {h.devices} for {nproc} processes",
@@ -349,348 +333,7 @@ def render_dry_run(plan: JobPlan) -> str:
     return "\n".join(out) + "\n"
 
 
-# ----------------------------------------------------------------------------------- node probe
-
-
-def _required_paths(cfg: TrainConfig, python: str, set_env: str, config_path: str | None,
-                    ) -> dict[str, tuple[str, str]]:
-    """label -> (test flag, path): what must exist on every node before anything starts."""
-    paths = {"python": ("-x", python)}
-    if config_path:
-        paths["config"] = ("-r", config_path)
-    if cfg.data.source != "arithmetic" and cfg.data.path:
-        paths["data.path"] = ("-r", cfg.data.path)
-    if cfg.model.tiny is None and cfg.model.path:
-        paths["model.path"] = ("-d", cfg.model.path)
-    if cfg.model.reward_model_path:
-        paths["model.reward_model_path"] = ("-d", cfg.model.reward_model_path)
-    if cfg.launch.device == "npu":
-        paths["CANN set_env.sh"] = ("-r", set_env)
-    return paths
-
-
-def probe_script(master: str, paths: Mapping[str, tuple[str, str]], marker: str | None) -> str:
-    """A read-only shell script: the master's address as the node resolves it, the route to it, the
-    addresses that hold it, the required paths, the controller's marker file, NPU topology, NUMA nodes."""
-    lines = [
-        f'b() {{ echo "{_PROBE} begin $1"; }}',
-        f'e() {{ echo "{_PROBE} end $1 $2"; }}',
-        f"m={_q(master)}",
-        # a name: resolved by the node itself (its resolver, its /etc/hosts), as torchrun will
-        "case \"$m\" in *[!0-9.:]*) m=$(getent ahostsv4 \"$m\" 2>/dev/null | awk 'NR==1 {print $1}');; esac",
-        'b master; echo "$m"; e master 0',
-        'b user; id -un 2>&1; e user $?',
-        'b route; ip -o route get "$m" 2>&1; e route $?',
-        'b addr; ip -o addr show to "$m" 2>&1; e addr $?',
-    ]
-    for label, (flag, path) in paths.items():
-        lines.append(f"b {_q('path:' + label)}; test {flag} {_q(path)}; e {_q('path:' + label)} $?")
-    if marker:
-        lines.append(f"b shared; cat {_q(marker)} 2>/dev/null; rc=$?; echo; e shared $rc")
-    lines += [
-        "b topo; if command -v npu-smi >/dev/null 2>&1; then npu-smi info -t topo 2>&1; "
-        "else echo 'npu-smi: not installed'; false; fi; e topo $?",
-        f"b nodes; grep -H . {numa.NODE_CPULISTS} 2>&1; e nodes $?",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def read_probe(text: str, paths: Mapping[str, tuple[str, str]], nonce: str | None) -> NodeFacts:
-    """NodeFacts from the probe's output (sections between `@@probe begin X` and `@@probe end X RC`)."""
-    blocks: dict[str, tuple[int, str]] = {}
-    name, body = None, []
-    for line in text.splitlines():
-        if line.startswith(f"{_PROBE} begin "):
-            name, body = line.split(" ", 2)[2], []
-        elif line.startswith(f"{_PROBE} end ") and name is not None:
-            rc = line.rsplit(" ", 1)[-1]
-            blocks[name] = (int(rc) if rc.lstrip("-").isdigit() else -1, "\n".join(body))
-            name = None
-        elif name is not None:
-            body.append(line)
-
-    def ok(key: str) -> str | None:
-        rc, out = blocks.get(key, (-1, ""))
-        return out if rc == 0 and out.strip() else None
-
-    facts = NodeFacts(
-        login_user=(ok("user") or "").strip() or None,
-        master_ip=(ok("master") or "").strip() or None,
-        route=ok("route"), addr=ok("addr"), topo=ok("topo"), numa_nodes=ok("nodes"),
-        sees_output=nonce is not None and (ok("shared") or "").strip() == nonce,
-    )
-    for label, (_flag, path) in paths.items():
-        if blocks.get(f"path:{label}", (1, ""))[0] != 0:
-            facts.missing[label] = path
-    return facts
-
-
-# ----------------------------------------------------------------------------------- files
-
-
-def _checkpoint_dirs(root: Path) -> list[Path]:
-    from ascend_ready.training.checkpoint import checkpoints
-
-    return [p for _, p in checkpoints(root)]
-
-
-def push_resume_state(plan: JobPlan, sessions: Mapping[str, Session], log: Callable[[str], None]) -> None:
-    """Without a shared filesystem: give every node the newest committed checkpoint the controller has
-    (fetched from the nodes when the last run ended), so `--resume` starts from the same step on all."""
-    from ascend_ready.training.checkpoint import MARKER
-    from ascend_ready.training.trl_glue import CHECKPOINT_DIR
-
-    root = plan.output_dir / CHECKPOINT_DIR
-    found = _checkpoint_dirs(root)
-    if not found:
-        return  # the worker itself says there is nothing to resume from
-    latest = found[-1]
-    for h in plan.hosts:
-        if h.facts is not None and h.facts.sees_output:
-            continue
-        remote = f"{plan.node_output}/{CHECKPOINT_DIR}/{latest.name}"
-        session = sessions[h.name]
-        files = sorted(p for p in latest.rglob("*") if p.is_file())
-        have = set(session.walk(remote))
-        need = [p for p in files if str(p.relative_to(latest)) not in have or p.name == MARKER]
-        for p in need:
-            session.put_file(p, f"{remote}/{p.relative_to(latest)}")
-        log(f"resume: {h.name} has {latest.name} ({len(need)} file(s) copied)")
-
-
-def fetch_results(plan: JobPlan, sessions: Mapping[str, Session], log: Callable[[str], None]) -> None:
-    """Without a shared filesystem: rank 0's run dir comes back to the controller's --output-dir, and
-    from every other node its ranks' own checkpoint files and profiler traces (the logs are here already)."""
-    from ascend_ready.training.trl_glue import CHECKPOINT_DIR
-
-    for h in plan.hosts:
-        if (h.facts is not None and h.facts.sees_output) or h.name not in sessions:
-            continue
-        session, fetched = sessions[h.name], 0
-        try:
-            for rel in session.walk(plan.node_output):
-                top = rel.split("/", 1)[0]
-                if top == LOGS_DIR or (h.node_rank != 0 and top not in (CHECKPOINT_DIR, PROFILE_DIR)):
-                    continue
-                local = plan.output_dir / rel
-                if h.node_rank != 0 and local.exists():
-                    continue  # rank 0's copy is the one of record
-                session.get_file(f"{plan.node_output}/{rel}", local)
-                fetched += 1
-        except (OSError, AscendReadyError) as exc:
-            log(f"fetch: {h.name}: {exc}")
-            continue
-        log(f"fetch: {fetched} file(s) from {h.name}'s {plan.node_output}")
-
-
 # ----------------------------------------------------------------------------------- the command
-
-
-def _inventory_targets(opts: LaunchOptions) -> list[Target]:
-    """The hosts -i or --hosts name, with their SSH details."""
-    from ascend_ready.checks.inventory import load_inventory, parse_hosts
-
-    if opts.inventory:
-        return load_inventory(opts.inventory)
-    return parse_hosts(",".join(opts.hosts)) if opts.hosts else []
-
-
-def _targets_and_spec(cfg: TrainConfig, opts: LaunchOptions) -> tuple[LaunchSpec, dict[str, Target], bool]:
-    """(spec, host -> SSH target, True where the spec is still to be made from the inventory's hosts).
-
-    A launch spec is read and judged first, before anything else (stale: refused before any SSH); with
-    -i/--hosts the preflight runs first, as the single-node gate does, and reads the inventory itself."""
-    if opts.launch_spec:
-        spec = load_launch_spec(opts.launch_spec)
-        spec.usable()  # stale or hopeless: refused before any SSH session opens
-        by_name = {t.name: t for t in _inventory_targets(opts)}
-        return spec, {n: by_name.get(n) or h.target(n) for n, h in spec.hosts.items()}, False
-    if not (opts.inventory or opts.hosts):
-        raise ConfigError("no hosts to launch on", hint="pass --launch-spec FILE, -i INVENTORY or --hosts")
-    return LaunchSpec(hosts={}), {}, True
-
-
-def _preflight_report(cfg: TrainConfig, opts: LaunchOptions):
-    """The preflight of the hosts (ascend-check, as the single-node gate runs it); refuses unless it passed.
-    None with --skip-preflight, after the banner."""
-    from ascend_ready.training import preflight
-
-    if opts.skip_preflight:
-        opts.log(preflight.SKIP_BANNER)
-        return None
-    where = f"inventory {opts.inventory}" if opts.inventory else ", ".join(opts.hosts)
-    opts.log(f"preflight: ascend-check on {where}")
-    result = preflight.run_preflight(opts.preflight_command, list(opts.hosts), opts.inventory,
-                                     opts.preflight_timeout_s)
-    report = preflight.require_pass(result)
-    opts.log("preflight: passed")
-    return report
-
-
-def _master_of(targets: Mapping[str, Target], opts: LaunchOptions) -> str:
-    """--master-addr, else the first host's address (inventory ansible_host, or its name: each node
-    then resolves it itself)."""
-    return opts.master_addr or next(iter(targets.values())).address or next(iter(targets))
-
-
-def _probe_all(sessions: Mapping[str, Session], master: str, paths_of: Callable[[str], dict],
-               marker: str | None, nonce: str | None, users: Mapping[str, str]) -> dict[str, NodeFacts]:
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(name: str) -> tuple[str, NodeFacts]:
-        paths = paths_of(name)
-        script = probe_script(master, paths, marker)
-        user = users.get(name)
-        cmd = f"/bin/sh -c {_q(script)}"
-        if user:
-            cmd = f"sudo -n -H -u {_q(user)} -- {cmd}"
-        rc, out = sessions[name].capture(cmd, PROBE_TIMEOUT_S)
-        if rc != 0 and _PROBE not in out:
-            raise TrainingError(f"{name}: the pre-start probe failed (exit {rc}): {out.strip()[-300:]}",
-                                hint="check the node's shell and, for another training user, sudo -n")
-        return name, read_probe(out, paths, nonce)
-
-    with ThreadPoolExecutor(max_workers=min(32, len(sessions))) as pool:
-        return dict(pool.map(one, list(sessions)))
-
-
-def _spec_with_routes(report, targets: Mapping[str, Target], facts: Mapping[str, NodeFacts], master: str,
-                      port: int) -> LaunchSpec:
-    from ascend_ready.checks.cluster.launchspec import spec_from_report
-
-    names = list(targets)
-    resolved = facts[names[0]].master_ip or master
-    try:
-        ipaddress.ip_address(resolved)
-    except ValueError:
-        raise ConfigError(f"{names[0]} cannot resolve the master {master!r}",
-                          hint="give the first host an IP (ansible_host) or pass --master-addr") from None
-    routes, addrs = {}, {}
-    for name in names:
-        f = facts[name]
-        if f.route is None:
-            raise ConfigError(f"{name}: no route to the master {resolved} (`ip -o route get {resolved}`)",
-                              hint="check the node's network, or name the NIC: launch.hccl.socket_ifname")
-        routes[name] = f.route
-        if f.addr:
-            addrs[name] = f.addr
-    training = _training_envs(targets)
-    return spec_from_report(report, [targets[n] for n in names], master_addr=resolved, routes=routes,
-                            addrs=addrs, master_port=port, training=training)
-
-
-def _training_envs(targets: Mapping[str, Target]) -> dict[str, tuple[str | None, str | None]]:
-    """(training user, interpreter) each inventory host names (None where it names none), as ascend-check
-    reads them (checks.preflight.training_env)."""
-    from ascend_ready.checks.preflight import training_env
-    from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
-
-    profile = load_profile(DEFAULT_PROFILE)
-    out = {}
-    for name, t in targets.items():
-        if not t.vars:
-            continue
-        user, python = training_env(t.vars, profile)
-        named_user = user if user != profile.training_user else None
-        # a glob or ~user path is for the node's shell to expand: not an exact path to start
-        exact = python != profile.python and "*" not in python and "~" not in python
-        named_python = python if exact else None
-        if named_user or named_python:
-            out[name] = (named_user, named_python)
-    return out
-
-
-def _refuse_missing(facts: Mapping[str, NodeFacts]) -> None:
-    missing = [f"{name}: {label} {path} is not there" for name, f in facts.items()
-               for label, path in f.missing.items()]
-    if missing:
-        raise ConfigError("not every node has what the job needs; nothing was started:\n  "
-                          + "\n  ".join(missing),
-                          hint="put the files at the same path on every node (or on a shared filesystem)")
-
-
-def fetch_plogs(targets: Sequence[Target], log_dir: Path, opts: LaunchOptions) -> None:
-    """The tails of each node's newest CANN plogs (the `collect --plogs` probe, bounded on the node) into
-    LOG_DIR/<host>-plogs.log, so the diagnosis of a failed job reads the runtime's own logs too."""
-    from ascend_ready.checks.diagnose.probes import PLOGS
-    from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
-    from ascend_ready.checks.transport import collect
-
-    if not targets:
-        return
-    probe = PLOGS(load_profile(DEFAULT_PROFILE))
-    try:
-        snaps = collect(list(targets), lambda t: ([probe], t.user or "root"), opts.fanout)
-    except AscendReadyError as exc:
-        opts.log(f"note: the nodes' plogs were not read: {exc.message}")
-        return
-    for snap in snaps:
-        res = snap.probes.get(probe.id)
-        if res is not None and res.stdout.strip():
-            (log_dir / f"{snap.name}-plogs.log").write_text(res.stdout)
-
-
-def _refuse_changed_versions(spec: LaunchSpec, hosts: Mapping[str, LaunchSpecHost],
-                             targets: Mapping[str, Target], opts: LaunchOptions) -> None:
-    """Read every host's stack again (one batch each) and refuse, before anything is written, a spec whose
-    recorded versions no longer match the nodes (LaunchSpec.check_versions)."""
-    if not any(h.fingerprint for h in hosts.values()):
-        return  # a spec made without fingerprints (--skip-preflight) has nothing to compare
-    from ascend_ready.checks.cluster.launchspec import current_fingerprints
-    from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
-
-    base = load_profile(DEFAULT_PROFILE)
-    profiles = {}
-    for name, host in hosts.items():
-        # read where the preflight read it (the spec says whose environment), else where the job runs
-        user = host.fingerprint_user or host.training_user
-        python = host.fingerprint_python or host.python
-        update = {k: v for k, v in (("training_user", user), ("python", python)) if v}
-        profiles[name] = base.model_copy(update=update)
-    spec.check_versions(current_fingerprints(list(targets.values()), opts.fanout, profiles))
-
-
-@dataclass
-class Fleet:
-    """The nodes of a job before any session opens: from the launch spec (judged), or the inventory's
-    hosts after a passing preflight (`hosts` None until the probe gives their routes, _spec_with_routes)."""
-
-    spec: LaunchSpec
-    targets: dict[str, Target]
-    from_inventory: bool
-    report: object | None
-    hosts: dict[str, LaunchSpecHost] | None
-    names: list[str]  # the hosts to start, in order
-    master: str
-    port: int
-    python: dict[str, str]  # host -> interpreter on it
-    users: dict[str, str | None]  # host -> the training user the spec or inventory names
-
-
-def resolve_fleet(cfg: TrainConfig, opts: LaunchOptions) -> Fleet:
-    """Spec or preflight, the hosts to start, the master, each host's interpreter and training user (the
-    trl launcher here and verl's Ray cluster, training/verl_glue.py, start from the same)."""
-    spec, targets, from_inventory = _targets_and_spec(cfg, opts)
-    report = None
-    if from_inventory:
-        report = _preflight_report(cfg, opts)
-        targets = {t.name: t for t in _inventory_targets(opts)}
-    if not from_inventory and opts.skip_preflight:
-        opts.log("note: --skip-preflight with --launch-spec: the spec is used as the preflight left it")
-    hosts_spec = None if from_inventory else spec.usable()
-    start = list(targets) if from_inventory else list(hosts_spec)
-    if from_inventory:
-        master = _master_of(targets, opts)
-    else:
-        first = hosts_spec[start[0]]
-        master = opts.master_addr or spec.master_addr or first.ip or first.address
-    port = opts.master_port or (cfg.launch.master_port if from_inventory else spec.master_port)
-    named = _training_envs(targets) if from_inventory else {}
-    python_of = {n: opts.python or (named.get(n, (None, None))[1] if from_inventory else hosts_spec[n].python)
-                 or sys.executable for n in start}
-    users = {n: named.get(n, (None, None))[0] if from_inventory else hosts_spec[n].training_user
-             for n in start}
-    return Fleet(spec, targets, from_inventory, report, hosts_spec, start, master, port, python_of, users)
 
 
 def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts: LaunchOptions) -> dict:
@@ -698,14 +341,14 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
     import dataclasses
 
     output_dir = output_dir.absolute()
-    fleet = resolve_fleet(cfg, opts)
+    fleet = node_probe.resolve_fleet(cfg, opts)
     spec, targets, from_inventory, report = fleet.spec, fleet.targets, fleet.from_inventory, fleet.report
     hosts_spec, start, master, port = fleet.hosts, fleet.names, fleet.master, fleet.port
     python_of, users = fleet.python, fleet.users
     # A dry run connects only where it must: to read the NICs the spec does not give.
     need_probe = not opts.dry_run or from_inventory or any(not hosts_spec[n].nic for n in start)
     if not from_inventory and not opts.dry_run:
-        _refuse_changed_versions(spec, hosts_spec, {n: targets[n] for n in start}, opts)
+        node_probe.refuse_changed_versions(spec, hosts_spec, {n: targets[n] for n in start}, opts)
     facts: dict[str, NodeFacts] = {}
     nonce = marker = None
     node_output = opts.node_output_dir or str(output_dir)
@@ -722,13 +365,13 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
             stack.callback(marker.unlink, missing_ok=True)
         if sessions:
             probe_as = {n: u for n, u in users.items() if u and u != targets[n].user}
-            facts = _probe_all(
+            facts = node_probe.probe_all(
                 sessions, master,
-                lambda n: _required_paths(cfg, python_of[n], opts.set_env,
-                                          None if opts.dry_run else config_path),
+                lambda n: node_probe.required_paths(cfg, python_of[n], opts.set_env,
+                                                    None if opts.dry_run else config_path),
                 f"{node_output}/{marker.name}" if marker else None, nonce, probe_as)
         if from_inventory:
-            spec = _spec_with_routes(report, {n: targets[n] for n in start}, facts, master, port)
+            spec = node_probe.spec_with_routes(report, {n: targets[n] for n in start}, facts, master, port)
             hosts_spec = spec.usable()
             # the spec now holds the master as the master node resolved it, and each node's interpreter
             opts = dataclasses.replace(opts, master_addr=None)
@@ -737,7 +380,7 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
             for n in start:  # a node that does not see the controller's run dir gets the config copied
                 if not facts[n].sees_output:
                     facts[n].missing.pop("config", None)
-            _refuse_missing(facts)
+            node_probe.refuse_missing(facts)
         plan = plan_job(algo, cfg, spec, hosts_spec, targets, output_dir, opts, resume=resume, facts=facts)
         if opts.dry_run:
             sys.stdout.write(render_dry_run(plan))
@@ -757,20 +400,21 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
             if not h.facts.sees_output:
                 sessions[h.name].put_file(output_dir / RESOLVED_CONFIG, config_path)
         if resume:
-            push_resume_state(plan, sessions, opts.log)
+            node_files.push_resume_state(plan, sessions, opts.log)
         started = time.monotonic()
         result = run_job({h.name: remote_command(h, plan) for h in plan.hosts}, sessions, plan.log_dir,
                          echo=opts.log)
         if not shared:  # not from a node that was lost: its connection would only hang
             lost = {o.name for o in result.nodes if o.lost}
-            fetch_results(plan, {n: ses for n, ses in sessions.items() if n not in lost}, opts.log)
+            node_files.fetch_results(plan, {n: ses for n, ses in sessions.items() if n not in lost}, opts.log)
     elapsed = time.monotonic() - started
     if result.interrupted:
         opts.log(_summary(result))
         raise KeyboardInterrupt
     if not result.ok:
         lost = {o.name for o in result.nodes if o.lost}
-        fetch_plogs([targets[h.name] for h in plan.hosts if h.name not in lost], plan.log_dir, opts)
+        node_files.fetch_plogs([targets[h.name] for h in plan.hosts if h.name not in lost], plan.log_dir,
+                               opts)
         opts.log(launch_mod.explain_failure([plan.log_dir]).rstrip("\n"))  # known signatures in the logs
         cause = root_cause(result.nodes)
         others = [o.name for o in result.nodes if o is not cause]

@@ -481,17 +481,18 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
     import time
 
     from ascend_ready.training import multinode as mn
-    from ascend_ready.training import ray_cluster
+    from ascend_ready.training import node_probe, ray_cluster
     from ascend_ready.training.remote import open_sessions, root_cause, run_job
 
     out = out.absolute()
     log = opts.log
-    fleet = mn.resolve_fleet(cfg, opts)
+    fleet = node_probe.resolve_fleet(cfg, opts)
     node_out = opts.node_output_dir or str(out)
     device = "cuda" if cfg.launch.device == "cuda" else "npu"
     modules = (*VERL_RUNTIME, "torch_npu") if device == "npu" else VERL_RUNTIME
     if not fleet.from_inventory and not opts.dry_run:
-        mn._refuse_changed_versions(fleet.spec, fleet.hosts, {n: fleet.targets[n] for n in fleet.names}, opts)
+        node_probe.refuse_changed_versions(fleet.spec, fleet.hosts,
+                                           {n: fleet.targets[n] for n in fleet.names}, opts)
     with contextlib.ExitStack() as stack:
         # A dry run connects only where it must: to read the NICs the spec does not give.
         need = not opts.dry_run or fleet.from_inventory or any(not fleet.hosts[n].ip for n in fleet.names)
@@ -505,19 +506,20 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
             marker.write_text(nonce)
             stack.callback(marker.unlink, missing_ok=True)
         probe_as = {n: u for n, u in fleet.users.items() if u and u != fleet.targets[n].user}
-        facts = mn._probe_all(
-            sessions, fleet.master, lambda n: mn._required_paths(cfg, fleet.python[n], opts.set_env, None),
+        facts = node_probe.probe_all(
+            sessions, fleet.master,
+            lambda n: node_probe.required_paths(cfg, fleet.python[n], opts.set_env, None),
             f"{node_out}/{marker.name}" if marker else None, nonce, probe_as) if sessions else {}
         hosts = fleet.hosts
         if fleet.from_inventory:
-            spec = mn._spec_with_routes(fleet.report, {n: fleet.targets[n] for n in fleet.names}, facts,
-                                        fleet.master, fleet.port)
+            spec = node_probe.spec_with_routes(fleet.report, {n: fleet.targets[n] for n in fleet.names},
+                                               facts, fleet.master, fleet.port)
             hosts, master = spec.usable(), spec.master_addr
         else:
             spec, master = fleet.spec, opts.master_addr or fleet.master
-        names = mn._ordered(hosts, master)  # the master's host is the head
+        names = mn.node_rank_order(hosts, master)  # the master's host is the head
         if not opts.dry_run:
-            mn._refuse_missing(facts)
+            node_probe.refuse_missing(facts)
             unshared = [n for n in names if not facts[n].sees_output]
             if unshared:
                 raise ConfigError(f"verl needs the run dir on a filesystem every node shares: "

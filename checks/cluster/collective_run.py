@@ -168,7 +168,8 @@ def run_collective(
     from ascend_ready.checks.cluster.launchspec import spec_from_report
     from ascend_ready.training import launch as launch_mod
     from ascend_ready.training.config import HcclConfig, LaunchConfig
-    from ascend_ready.training.multinode import HostPlan, JobPlan, NodeFacts, remote_command
+    from ascend_ready.training.multinode import HostPlan, JobPlan, remote_command
+    from ascend_ready.training.node_probe import NodeFacts
     from ascend_ready.training.remote import open_sessions, root_cause, run_job
 
     started = time.monotonic()

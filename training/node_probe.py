@@ -1,0 +1,320 @@
+"""Before a multi-node job starts: which nodes it runs on (resolve_fleet: a launch spec, or the inventory's
+hosts after a passing preflight) and what each has (probe_all: one read-only probe per node).
+
+The trl launcher (training/multinode.py) and verl's Ray cluster (training/verl_glue.py) both start here.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from shlex import quote
+from typing import TYPE_CHECKING
+
+from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost, load_launch_spec
+from ascend_ready.checks.transport import Target
+from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.training import numa
+from ascend_ready.training.config import TrainConfig
+from ascend_ready.training.remote import Session
+
+if TYPE_CHECKING:
+    from ascend_ready.training.multinode import LaunchOptions
+
+__all__ = [
+    "Fleet",
+    "NodeFacts",
+    "probe_all",
+    "probe_script",
+    "read_probe",
+    "refuse_changed_versions",
+    "refuse_missing",
+    "required_paths",
+    "resolve_fleet",
+    "spec_with_routes",
+]
+
+PROBE_TIMEOUT_S = 30.0
+_PROBE = "@@probe"
+
+
+# ----------------------------------------------------------------------------------- which nodes
+
+
+@dataclass
+class Fleet:
+    """The nodes of a job before any session opens: from the launch spec (judged), or the inventory's
+    hosts after a passing preflight (`hosts` None until the probe gives their routes, spec_with_routes)."""
+
+    spec: LaunchSpec
+    targets: dict[str, Target]
+    from_inventory: bool
+    report: object | None
+    hosts: dict[str, LaunchSpecHost] | None
+    names: list[str]  # the hosts to start, in order
+    master: str
+    port: int
+    python: dict[str, str]  # host -> interpreter on it
+    users: dict[str, str | None]  # host -> the training user the spec or inventory names
+
+
+def resolve_fleet(cfg: TrainConfig, opts: LaunchOptions) -> Fleet:
+    """Spec or preflight, the hosts to start, the master, each host's interpreter and training user (the
+    trl launcher, training/multinode.py, and verl's Ray cluster, training/verl_glue.py, start from the
+    same)."""
+    spec, targets, from_inventory = _targets_and_spec(cfg, opts)
+    report = None
+    if from_inventory:
+        report = _preflight_report(cfg, opts)
+        targets = {t.name: t for t in _inventory_targets(opts)}
+    if not from_inventory and opts.skip_preflight:
+        opts.log("note: --skip-preflight with --launch-spec: the spec is used as the preflight left it")
+    hosts_spec = None if from_inventory else spec.usable()
+    start = list(targets) if from_inventory else list(hosts_spec)
+    if from_inventory:
+        master = _master_of(targets, opts)
+    else:
+        first = hosts_spec[start[0]]
+        master = opts.master_addr or spec.master_addr or first.ip or first.address
+    port = opts.master_port or (cfg.launch.master_port if from_inventory else spec.master_port)
+    named = _training_envs(targets) if from_inventory else {}
+    python_of = {n: opts.python or (named.get(n, (None, None))[1] if from_inventory else hosts_spec[n].python)
+                 or sys.executable for n in start}
+    users = {n: named.get(n, (None, None))[0] if from_inventory else hosts_spec[n].training_user
+             for n in start}
+    return Fleet(spec, targets, from_inventory, report, hosts_spec, start, master, port, python_of, users)
+
+
+def _inventory_targets(opts: LaunchOptions) -> list[Target]:
+    """The hosts -i or --hosts name, with their SSH details."""
+    from ascend_ready.checks.inventory import load_inventory, parse_hosts
+
+    if opts.inventory:
+        return load_inventory(opts.inventory)
+    return parse_hosts(",".join(opts.hosts)) if opts.hosts else []
+
+
+def _targets_and_spec(cfg: TrainConfig, opts: LaunchOptions) -> tuple[LaunchSpec, dict[str, Target], bool]:
+    """(spec, host -> SSH target, True where the spec is still to be made from the inventory's hosts).
+
+    A launch spec is read and judged first, before anything else (stale: refused before any SSH); with
+    -i/--hosts the preflight runs first, as the single-node gate does, and reads the inventory itself."""
+    if opts.launch_spec:
+        spec = load_launch_spec(opts.launch_spec)
+        spec.usable()  # stale or hopeless: refused before any SSH session opens
+        by_name = {t.name: t for t in _inventory_targets(opts)}
+        return spec, {n: by_name.get(n) or h.target(n) for n, h in spec.hosts.items()}, False
+    if not (opts.inventory or opts.hosts):
+        raise ConfigError("no hosts to launch on", hint="pass --launch-spec FILE, -i INVENTORY or --hosts")
+    return LaunchSpec(hosts={}), {}, True
+
+
+def _preflight_report(cfg: TrainConfig, opts: LaunchOptions):
+    """The preflight of the hosts (ascend-check, as the single-node gate runs it); refuses unless it passed.
+    None with --skip-preflight, after the banner."""
+    from ascend_ready.training import preflight
+
+    if opts.skip_preflight:
+        opts.log(preflight.SKIP_BANNER)
+        return None
+    where = f"inventory {opts.inventory}" if opts.inventory else ", ".join(opts.hosts)
+    opts.log(f"preflight: ascend-check on {where}")
+    result = preflight.run_preflight(opts.preflight_command, list(opts.hosts), opts.inventory,
+                                     opts.preflight_timeout_s)
+    report = preflight.require_pass(result)
+    opts.log("preflight: passed")
+    return report
+
+
+def _master_of(targets: Mapping[str, Target], opts: LaunchOptions) -> str:
+    """--master-addr, else the first host's address (inventory ansible_host, or its name: each node
+    then resolves it itself)."""
+    return opts.master_addr or next(iter(targets.values())).address or next(iter(targets))
+
+
+def _training_envs(targets: Mapping[str, Target]) -> dict[str, tuple[str | None, str | None]]:
+    """(training user, interpreter) each inventory host names (None where it names none), as ascend-check
+    reads them (checks.preflight.training_env)."""
+    from ascend_ready.checks.preflight import training_env
+    from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
+
+    profile = load_profile(DEFAULT_PROFILE)
+    out = {}
+    for name, t in targets.items():
+        if not t.vars:
+            continue
+        user, python = training_env(t.vars, profile)
+        named_user = user if user != profile.training_user else None
+        # a glob or ~user path is for the node's shell to expand: not an exact path to start
+        exact = python != profile.python and "*" not in python and "~" not in python
+        named_python = python if exact else None
+        if named_user or named_python:
+            out[name] = (named_user, named_python)
+    return out
+
+
+def refuse_changed_versions(spec: LaunchSpec, hosts: Mapping[str, LaunchSpecHost],
+                            targets: Mapping[str, Target], opts: LaunchOptions) -> None:
+    """Read every host's stack again (one batch each) and refuse, before anything is written, a spec whose
+    recorded versions no longer match the nodes (LaunchSpec.check_versions)."""
+    if not any(h.fingerprint for h in hosts.values()):
+        return  # a spec made without fingerprints (--skip-preflight) has nothing to compare
+    from ascend_ready.checks.cluster.launchspec import current_fingerprints
+    from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
+
+    base = load_profile(DEFAULT_PROFILE)
+    profiles = {}
+    for name, host in hosts.items():
+        # read where the preflight read it (the spec says whose environment), else where the job runs
+        user = host.fingerprint_user or host.training_user
+        python = host.fingerprint_python or host.python
+        update = {k: v for k, v in (("training_user", user), ("python", python)) if v}
+        profiles[name] = base.model_copy(update=update)
+    spec.check_versions(current_fingerprints(list(targets.values()), opts.fanout, profiles))
+
+
+# ----------------------------------------------------------------------------------- what each node has
+
+
+@dataclass
+class NodeFacts:
+    """What the read-only probe found on one node before anything starts."""
+
+    login_user: str | None = None
+    master_ip: str | None = None
+    route: str | None = None
+    addr: str | None = None
+    topo: str | None = None
+    numa_nodes: str | None = None
+    sees_output: bool = False
+    missing: dict[str, str] = field(default_factory=dict)  # label -> path that is not there
+
+
+def required_paths(cfg: TrainConfig, python: str, set_env: str, config_path: str | None,
+                   ) -> dict[str, tuple[str, str]]:
+    """label -> (test flag, path): what must exist on every node before anything starts."""
+    paths = {"python": ("-x", python)}
+    if config_path:
+        paths["config"] = ("-r", config_path)
+    if cfg.data.source != "arithmetic" and cfg.data.path:
+        paths["data.path"] = ("-r", cfg.data.path)
+    if cfg.model.tiny is None and cfg.model.path:
+        paths["model.path"] = ("-d", cfg.model.path)
+    if cfg.model.reward_model_path:
+        paths["model.reward_model_path"] = ("-d", cfg.model.reward_model_path)
+    if cfg.launch.device == "npu":
+        paths["CANN set_env.sh"] = ("-r", set_env)
+    return paths
+
+
+def probe_script(master: str, paths: Mapping[str, tuple[str, str]], marker: str | None) -> str:
+    """A read-only shell script: the master's address as the node resolves it, the route to it, the
+    addresses that hold it, the required paths, the controller's marker file, NPU topology, NUMA nodes."""
+    lines = [
+        f'b() {{ echo "{_PROBE} begin $1"; }}',
+        f'e() {{ echo "{_PROBE} end $1 $2"; }}',
+        f"m={quote(master)}",
+        # a name: resolved by the node itself (its resolver, its /etc/hosts), as torchrun will
+        "case \"$m\" in *[!0-9.:]*) m=$(getent ahostsv4 \"$m\" 2>/dev/null | awk 'NR==1 {print $1}');; esac",
+        'b master; echo "$m"; e master 0',
+        'b user; id -un 2>&1; e user $?',
+        'b route; ip -o route get "$m" 2>&1; e route $?',
+        'b addr; ip -o addr show to "$m" 2>&1; e addr $?',
+    ]
+    for label, (flag, path) in paths.items():
+        lines.append(f"b {quote('path:' + label)}; test {flag} {quote(path)}; e {quote('path:' + label)} $?")
+    if marker:
+        lines.append(f"b shared; cat {quote(marker)} 2>/dev/null; rc=$?; echo; e shared $rc")
+    lines += [
+        "b topo; if command -v npu-smi >/dev/null 2>&1; then npu-smi info -t topo 2>&1; "
+        "else echo 'npu-smi: not installed'; false; fi; e topo $?",
+        f"b nodes; grep -H . {numa.NODE_CPULISTS} 2>&1; e nodes $?",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def read_probe(text: str, paths: Mapping[str, tuple[str, str]], nonce: str | None) -> NodeFacts:
+    """NodeFacts from the probe's output (sections between `@@probe begin X` and `@@probe end X RC`)."""
+    blocks: dict[str, tuple[int, str]] = {}
+    name, body = None, []
+    for line in text.splitlines():
+        if line.startswith(f"{_PROBE} begin "):
+            name, body = line.split(" ", 2)[2], []
+        elif line.startswith(f"{_PROBE} end ") and name is not None:
+            rc = line.rsplit(" ", 1)[-1]
+            blocks[name] = (int(rc) if rc.lstrip("-").isdigit() else -1, "\n".join(body))
+            name = None
+        elif name is not None:
+            body.append(line)
+
+    def ok(key: str) -> str | None:
+        rc, out = blocks.get(key, (-1, ""))
+        return out if rc == 0 and out.strip() else None
+
+    facts = NodeFacts(
+        login_user=(ok("user") or "").strip() or None,
+        master_ip=(ok("master") or "").strip() or None,
+        route=ok("route"), addr=ok("addr"), topo=ok("topo"), numa_nodes=ok("nodes"),
+        sees_output=nonce is not None and (ok("shared") or "").strip() == nonce,
+    )
+    for label, (_flag, path) in paths.items():
+        if blocks.get(f"path:{label}", (1, ""))[0] != 0:
+            facts.missing[label] = path
+    return facts
+
+
+def probe_all(sessions: Mapping[str, Session], master: str, paths_of: Callable[[str], dict],
+              marker: str | None, nonce: str | None, users: Mapping[str, str]) -> dict[str, NodeFacts]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(name: str) -> tuple[str, NodeFacts]:
+        paths = paths_of(name)
+        script = probe_script(master, paths, marker)
+        user = users.get(name)
+        cmd = f"/bin/sh -c {quote(script)}"
+        if user:
+            cmd = f"sudo -n -H -u {quote(user)} -- {cmd}"
+        rc, out = sessions[name].capture(cmd, PROBE_TIMEOUT_S)
+        if rc != 0 and _PROBE not in out:
+            raise TrainingError(f"{name}: the pre-start probe failed (exit {rc}): {out.strip()[-300:]}",
+                                hint="check the node's shell and, for another training user, sudo -n")
+        return name, read_probe(out, paths, nonce)
+
+    with ThreadPoolExecutor(max_workers=min(32, len(sessions))) as pool:
+        return dict(pool.map(one, list(sessions)))
+
+
+def spec_with_routes(report, targets: Mapping[str, Target], facts: Mapping[str, NodeFacts], master: str,
+                     port: int) -> LaunchSpec:
+    from ascend_ready.checks.cluster.launchspec import spec_from_report
+
+    names = list(targets)
+    resolved = facts[names[0]].master_ip or master
+    try:
+        ipaddress.ip_address(resolved)
+    except ValueError:
+        raise ConfigError(f"{names[0]} cannot resolve the master {master!r}",
+                          hint="give the first host an IP (ansible_host) or pass --master-addr") from None
+    routes, addrs = {}, {}
+    for name in names:
+        f = facts[name]
+        if f.route is None:
+            raise ConfigError(f"{name}: no route to the master {resolved} (`ip -o route get {resolved}`)",
+                              hint="check the node's network, or name the NIC: launch.hccl.socket_ifname")
+        routes[name] = f.route
+        if f.addr:
+            addrs[name] = f.addr
+    training = _training_envs(targets)
+    return spec_from_report(report, [targets[n] for n in names], master_addr=resolved, routes=routes,
+                            addrs=addrs, master_port=port, training=training)
+
+
+def refuse_missing(facts: Mapping[str, NodeFacts]) -> None:
+    missing = [f"{name}: {label} {path} is not there" for name, f in facts.items()
+               for label, path in f.missing.items()]
+    if missing:
+        raise ConfigError("not every node has what the job needs; nothing was started:\n  "
+                          + "\n  ".join(missing),
+                          hint="put the files at the same path on every node (or on a shared filesystem)")
