@@ -186,7 +186,7 @@ class PythonBuild(MatrixModel):
 
     python: PythonVersion = Field(description="MAJOR.MINOR it provides")
     version: Version = Field(description="the CPython release, e.g. 3.11.14")
-    build: str = Field(pattern=r"^\d{8}$", description="the python-build-standalone release tag, e.g. 20251031")
+    build: str = Field(pattern=r"^\d{8}$", description="python-build-standalone's release tag, e.g. 20251031")
     source: str
 
 
@@ -390,7 +390,8 @@ def check_matrix(m: Matrix, *, origin: str = "<matrix>") -> None:
     for i, b in enumerate(m.python_builds):
         need_source(f"python_builds[{i}] ({b.python}).source", b.source)
         if python_minor(b.version) != b.python:
-            raise _fail(origin, f"python_builds[{i}] ({b.python}).version", f"{b.version} is not Python {b.python}",
+            raise _fail(origin, f"python_builds[{i}] ({b.python}).version",
+                        f"{b.version} is not Python {b.python}",
                         "the version must be a release of that MAJOR.MINOR")
     for c in m.cann:
         recommended = [s.id for s in m.stacks_for(c.version) if s.recommended]
@@ -523,7 +524,7 @@ class ResolvedStack(MatrixModel):
     warnings: list[str]
     engine: ResolvedEngine | None = Field(None, description="the RL engine asked for with `engine`")
     python_build: ResolvedPythonBuild | None = Field(
-        None, description="the standalone CPython to unpack where the OS's python3 does not fit (None: it does)")
+        None, description="the standalone CPython to unpack where the OS's python3 does not fit (None: fits)")
 
 
 _PIN_NAMES = ("cann", "torch", "torch_npu", "driver", "product", "os", "arch", "python", "engine")
@@ -697,10 +698,11 @@ def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str,
                             f"({', '.join(cann.os)}); the install may work but is unsupported")
         if python != os_e.python3:
             warnings.append(f"{os_e.id} ships python3 {os_e.python3}; install Python {python} for this stack")
-    python_build = _python_build(m, python, arch) if os_e is not None and python != os_e.python3 else None
+    python_build = python_build_for(m, python, arch) if os_e is not None and python != os_e.python3 else None
     if python_build is not None:
         warnings.append(f"python_env unpacks CPython {python_build.version} ({python_build.file}, from the "
-                        f"package directory) under {python_build.install_dir} where no Python {python} is found")
+                        f"package directory) under {python_build.install_dir} where no Python {python} is "
+                        f"found")
     hdk_arch = "x86-64" if arch == "x86_64" else arch
     fields = {"cann": cann.version, "arch": arch, "hdk_arch": hdk_arch, "driver": driver,
               "firmware": firmware or "", "nnal": cann.nnal or ""}
@@ -742,7 +744,8 @@ def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str,
         warnings=warnings)
 
 
-def _python_build(m: Matrix, python: str, arch: str) -> ResolvedPythonBuild | None:
+def python_build_for(m: Matrix, python: str, arch: str) -> ResolvedPythonBuild | None:
+    """The standalone CPython the matrix records for Python `python` (MAJOR.MINOR) on `arch`, or None."""
     b = next((b for b in m.python_builds if b.python == python), None)
     if b is None:
         return None

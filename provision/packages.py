@@ -1,5 +1,6 @@
 """The offline package directory of a stack: every file it must hold (the `.run` installers named as
-`resolve()` names them, the wheelhouse), where each is downloaded, and its SHA256SUMS manifest.
+`resolve()` names them, the standalone CPython of an OS whose python3 is too old, the wheelhouse), where
+each is downloaded, and its SHA256SUMS manifest.
 
 `ascend-matrix packages` and `ascend-matrix manifest` show and write these; the playbooks' package
 check (lookup `ascend_packages`) verifies a directory against the same list.
@@ -62,11 +63,12 @@ HDK_PAGE = ("hiascend.com > Firmware and Drivers > {product} > CANN {cann} > Asc
 CANN_PAGE = "hiascend.com > Downloads > CANN {cann} ({arch}); or Huawei Support > CANN > {cann}"
 PYPI_PAGE = "PyPI: {project} {version}"
 
-Component = Literal["driver", "firmware", "toolkit", "kernels", "ops", "nnal"]
+Component = Literal["driver", "firmware", "toolkit", "kernels", "ops", "nnal", "python"]
 
 
 class PackageFile(MatrixModel):
-    """One `.run` installer the directory must hold, at its top level, under this exact name."""
+    """One installer the directory must hold, at its top level, under this exact name: a `.run` file, or
+    (component python) the standalone CPython archive of a node whose OS python3 the wheels do not fit."""
 
     name: str = Field(description="file name, as Huawei publishes it")
     component: Component
@@ -162,10 +164,15 @@ def wheel_requirements(stack: ResolvedStack | dict, python: str | None = None,
     return out
 
 
-def required_files(stack: ResolvedStack | dict, cann: list[str] | None = None) -> list[str]:
-    """The package check's terms: every installer name, then `wheel:REQUIREMENT` per wheel requirement."""
+def required_files(stack: ResolvedStack | dict, cann: list[str] | None = None,
+                   python_build: bool = True) -> list[str]:
+    """The package check's terms: every installer name (with the standalone CPython archive where the
+    stack names one, unless `python_build` is false: the node's interpreter is given), then
+    `wheel:REQUIREMENT` per wheel requirement."""
     s = stack if isinstance(stack, dict) else stack.model_dump(mode="json")
     runs = [name for name in s["packages"].values() if name]
+    if python_build and s.get("python_build"):
+        runs.append(s["python_build"]["file"])
     return runs + [f"wheel:{w.requirement}" for w in wheel_requirements(s, cann=cann)]
 
 
@@ -289,6 +296,15 @@ def package_plan(stack_id: str, *, os: str | None = None, arch: str | None = Non
     if r.packages.nnal:
         installers.append(PackageFile(name=r.packages.nnal, component="nnal",
                                       download=CANN_PAGE.format(**fields)))
+    if r.python_build is not None:
+        installers.append(PackageFile(name=r.python_build.file, component="python",
+                                      download=r.python_build.download))
+        notes.append(f"{r.os} ships python3 {os_entry.python3}, which torch {r.torch} does not support: "
+                     f"python_env unpacks {r.python_build.file} under {r.python_build.install_dir} on nodes "
+                     f"without a Python {r.python} (python_env_python names another one instead)")
+    elif os_entry is not None and r.python != os_entry.python3:
+        notes.append(f"{r.os} ships python3 {os_entry.python3} and the matrix records no standalone CPython "
+                     f"{r.python}: install one on the nodes and set python_env_python to it")
     glibc = os_entry.glibc if os_entry else None
     platforms = wheel_platforms(r.arch, glibc)
     wheels = wheel_requirements(r)

@@ -1,5 +1,6 @@
 """Build the simulator's package source for the playbooks: fake `.run` installers, stand-in wheels, a pip
-wheel and SHA256SUMS, named exactly as provision/matrix.yml resolves them (one source of truth).
+wheel, the standalone CPython archive old OSes need (from a local CPython, cached) and SHA256SUMS, named
+exactly as provision/matrix.yml resolves them (one source of truth).
 
 Usage: python -m ascend_ready.sim.harness.build_packages DEST --stack ID [--stack ID ...] [--arch x86_64]
 """
@@ -15,9 +16,10 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from ascend_ready.errors import SimError
 from ascend_ready.provision import matrix as mx
 from ascend_ready.provision.packages import write_manifest
-from ascend_ready.sim.packages import build_package_dir, package_names
+from ascend_ready.sim.packages import build_package_dir, package_names, standalone_python
 from ascend_ready.sim.packages.builder import Stack
 
 PRODUCTS = ("910b", "910_93")
@@ -43,6 +45,19 @@ def _pip_wheel(dest: Path) -> Path:
     return next(dest.glob("pip-*.whl"))
 
 
+def _python_builds(dest: Path, m: mx.Matrix, stack_ids: list[str], arch: str) -> None:
+    """The standalone CPython archive of each stack's Python (what CentOS 7.6 and Kylin V10 nodes resolve
+    to); without a local CPython of it the archive is left out, and the package check names it missing."""
+    for python in sorted({mx.preferred_python(s.python) for s in m.stacks if s.id in stack_ids}):
+        build = mx.python_build_for(m, python, arch)
+        if build is None:
+            continue
+        try:
+            standalone_python.build_archive(dest, build.file, python)
+        except SimError as exc:
+            print(f"build_packages: {build.file} left out: {exc} ({exc.hint})", file=sys.stderr)
+
+
 def build(dest: Path, stack_ids: list[str], arch: str) -> Path:
     """Write the package source for the given matrix stack ids into dest (replacing its contents)."""
     m = mx.load_matrix()
@@ -65,6 +80,7 @@ def build(dest: Path, stack_ids: list[str], arch: str) -> Path:
                 os.replace(wheel, dest / "wheelhouse" / wheel.name)
             shutil.rmtree(scratch)
     _pip_wheel(dest / "wheelhouse")
+    _python_builds(dest, m, stack_ids, arch)
     write_manifest(dest)
     return dest
 

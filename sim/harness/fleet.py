@@ -22,9 +22,6 @@ from ascend_ready.provision.hccn import plan_device_nics
 
 #: where `apt-get download` keeps the .deb files nodes get (the node base is Debian bookworm)
 DEB_CACHE = Path(os.environ.get("ASCEND_READY_DEB_CACHE", "/var/cache/ascend-ready-sim/debs"))
-#: Python the simulator lends every node privately; CentOS 7.6 (3.6) and Kylin V10 (3.7) ship no Python
-#: the wheels support, so python_env is pointed at it, as an operator would at one they installed.
-LENT_PYTHON = "/opt/ascend-sim/bin/python3"
 CAP_SYS_RESOURCE = 24
 #: the profiles whose package manager is apt (os_prereqs installs from the harness's apt mirror)
 DEBIAN_FAMILY_OS = ("ubuntu2204",)
@@ -93,7 +90,6 @@ def sim_cannot_pass(run_dir: Path, *, os_prereqs_repo: str | None = None,
 DEVICES = {"atlas-800t-a2": 8, "atlas-800t-a3": 16, "atlas-300i-duo": 0}
 #: device d's NICs share 192.168.d.0/24 across the simulated fleet
 DEVICE_NET = "192.168.{dev}.0/24"
-OLD_PYTHON_OS = ("centos76", "kylinv10")
 
 
 def device_nics(index: int, devices: int) -> list[dict]:
@@ -146,9 +142,9 @@ def group_vars(packages: Path, stack: str, *, run_dir: Path | None = None,
 def host_vars(nodes: list[dict]) -> dict[str, dict]:
     out = {}
     for node in nodes:
+        # CentOS 7.6 (3.6) and Kylin V10 (3.7) nodes get no python_env_python: python_env unpacks the
+        # package source's standalone CPython there, as on a real fleet
         values: dict = {"hccn_devices": device_nics(node["index"], DEVICES.get(node["hardware"], 8))}
-        if node["os"] in OLD_PYTHON_OS:
-            values["python_env_python"] = LENT_PYTHON
         out[node["name"]] = values
     return out
 

@@ -52,7 +52,10 @@ def test_installer_names_are_the_resolvers(os_id, arch, product):
     want = mx.resolve(cann=row.cann, torch=row.torch, torch_npu=row.torch_npu, os=os_id, arch=arch,
                       product=product)
     plan = pk.package_plan(STACK, os=os_id, arch=arch, product=product)
-    assert [f.name for f in plan.installers] == [n for n in want.packages.model_dump().values() if n]
+    # the .run files, then the standalone CPython where the OS's python3 is too old (Kylin V10's 3.7)
+    assert [f.name for f in plan.installers] == [n for n in want.packages.model_dump().values() if n] + (
+        [want.python_build.file] if want.python_build else [])
+    assert (want.python_build is not None) == (os_id == "kylinv10sp3")
     assert plan.python == want.python
     # and the playbook checks exactly these files and requirements
     assert pk.required_files(want) == [f.name for f in plan.installers] + [f"wheel:{w.requirement}"
@@ -66,7 +69,8 @@ def test_a2_plan_on_kylin_names_the_hdk_zip_the_wheels_and_the_download_command(
     assert firmware.name == "Ascend-hdk-910b-npu-firmware_7.7.0.1.231.run"
     assert driver.comes_in == firmware.comes_in == "Ascend-hdk-910b-npu_25.0.rc1.1_linux-aarch64.zip"
     assert "Firmware and Drivers" in driver.download and "Ascend HDK 25.0.RC1.1" in driver.download
-    assert [f.component for f in plan.installers] == ["driver", "firmware", "toolkit", "kernels", "nnal"]
+    assert [f.component for f in plan.installers] == ["driver", "firmware", "toolkit", "kernels", "nnal",
+                                                      "python"]
     reqs = [w.requirement for w in plan.wheels]
     assert reqs[:3] == ["pip", "torch==2.5.1", "torch_npu==2.5.1.post1"]
     assert reqs[3:] == list(pk.CANN_PYTHON_REQUIREMENTS)

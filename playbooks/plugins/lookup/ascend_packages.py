@@ -42,6 +42,12 @@ options:
     description: With I(stack), check its wheels too (false - the wheels come from an index).
     type: bool
     default: true
+  python_build:
+    description: >-
+      With I(stack), check the standalone CPython archive it names too (false - the node's interpreter
+      is given).
+    type: bool
+    default: true
   problems:
     description:
       - "C(raise) fails with one error naming every problem; C(return) returns
@@ -219,9 +225,10 @@ class _DigestCache:
             os.replace(tmp, self.path)  # forks racing: the last complete file wins, never a torn one
 
 
-def stack_terms(stack: dict, requirements: list[str] | None = None, wheels: bool = True) -> list[str]:
+def stack_terms(stack: dict, requirements: list[str] | None = None, wheels: bool = True,
+                python_build: bool = True) -> list[str]:
     """The files of a resolved stack, as ascend-matrix packages lists them (one list for both)."""
-    terms = _packages().required_files(stack, cann=requirements)
+    terms = _packages().required_files(stack, cann=requirements, python_build=python_build)
     return terms if wheels else [t for t in terms if not t.startswith("wheel:")]
 
 
@@ -308,7 +315,7 @@ class LookupModule(LookupBase):
         names = [str(n) for n in names]
         if self.get_option("stack"):
             names += stack_terms(self.get_option("stack"), self.get_option("requirements"),
-                                 self.get_option("wheels"))
+                                 self.get_option("wheels"), self.get_option("python_build"))
         source = str(self.get_option("source"))
         files, problems = check(names, source, self.get_option("manifest"), self.get_option("cache"),
                                 self.get_option("python"), self.get_option("arch"),
