@@ -300,7 +300,7 @@ def _prepare_node(cluster: Cluster, node: Node, with_hardware: bool) -> Path:
     home = prof.os.python_home()
     if home is not None:
         binds.append((str(home), f"/opt/python/{prof.os.python}", True))
-    binds += _cluster_binds(cluster, upper, with_hardware)
+    binds += _cluster_binds(cluster, upper, lower, with_hardware)
     boot = {
         "root": str(ndir / "root"), "lower": str(lower), "upper": str(upper), "work": str(ndir / "work"),
         "node_dir": str(ndir), "simdir": str(node.simdir(rd)), "hostname": node.name,
@@ -368,7 +368,22 @@ def _write_fabric(cluster: Cluster) -> None:
     fabric.save(fabric_dir(cluster.run_dir), fabric.initial(states))
 
 
-def _cluster_binds(cluster: Cluster, upper: Path, with_hardware: bool) -> list[tuple[str, str, bool]]:
+def mount_point(upper: Path, lower: Path, path: str) -> Path:
+    """Make `path`'s directories in the node's upper layer, each with the mode of the node's own directory
+    where the base has one: a checkout lent at /tmp/x must not leave the node a /tmp of mode 0755 (its
+    users could no longer write there; /tmp is 1777 on every real host)."""
+    made = upper
+    for part in Path(path.lstrip("/")).parts:
+        made, below = made / part, lower / made.relative_to(upper) / part
+        if not made.exists():
+            made.mkdir()
+            if below.is_dir() and not below.is_symlink():
+                os.chmod(made, below.stat().st_mode & 0o7777)
+    return made
+
+
+def _cluster_binds(cluster: Cluster, upper: Path, lower: Path,
+                   with_hardware: bool) -> list[tuple[str, str, bool]]:
     """Binds of what every node shares (mount points made in the node's upper layer): the fabric folder
     and each node's simdir in it (read-only), /shared (read-write) and the shared checkout (read-only)."""
     rd = cluster.run_dir
@@ -381,7 +396,7 @@ def _cluster_binds(cluster: Cluster, upper: Path, with_hardware: bool) -> list[t
 
         points.append((str(fabric_dir(rd)), CLUSTER_ROOT, True))
     for _src, dst, _ro in points:
-        (upper / dst.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        mount_point(upper, lower, dst)
     if with_hardware:  # their mount points are in the fabric folder (_prepare_shared)
         points += [(str(n.simdir(rd)), f"{CLUSTER_ROOT}/nodes/{n.name}", True) for n in cluster.nodes]
     return points

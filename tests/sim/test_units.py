@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,22 @@ def test_run_expands_the_cluster_variables_in_its_arguments():
     values = {"ASCEND_SIM_INVENTORY": "/run/x/inventory.ini", "ASCEND_SIM_RUN_DIR": "/run/x"}
     assert expand_cluster_vars(["ascend-check", "-i", "$ASCEND_SIM_INVENTORY", "${ASCEND_SIM_RUN_DIR}/s"],
                                values) == ["ascend-check", "-i", "/run/x/inventory.ini", "/run/x/s"]
+
+
+def test_a_mount_point_keeps_the_mode_of_the_nodes_own_directories(tmp_path):
+    """A checkout lent at /tmp/ci/main used to leave the node a /tmp of mode 0755, so a non-root login
+    could not mktemp (ascend-check's batch as an SSH user without become ran into its host deadline)."""
+    from ascend_ready.sim.cluster import mount_point
+
+    lower, upper = tmp_path / "lower", tmp_path / "upper"
+    (lower / "tmp").mkdir(parents=True)
+    os.chmod(lower / "tmp", 0o1777)
+    (lower / "root").mkdir()
+    os.chmod(lower / "root", 0o700)
+    upper.mkdir()
+    made = mount_point(upper, lower, "/tmp/ci/main")
+    assert made == upper / "tmp" / "ci" / "main" and made.is_dir()
+    assert (upper / "tmp").stat().st_mode & 0o7777 == 0o1777
+    assert (upper / "tmp" / "ci").stat().st_mode & 0o7777 != 0o1777  # not in the base: a plain directory
+    mount_point(upper, lower, "/root/.pyenv/versions/3.11.7")
+    assert (upper / "root").stat().st_mode & 0o7777 == 0o700
