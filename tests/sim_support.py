@@ -71,3 +71,28 @@ def cluster_up(run_dir: str, subnet: str, count: int, profiles: str) -> Iterator
         finally:
             sim.down()
             patch.undo()
+
+
+@contextlib.contextmanager
+def shared_venv_cluster(run_dir: str, subnet: str, count: int, profiles: str,
+                        needs: str = "torch") -> Iterator[object]:
+    """cluster_up for tests that run this checkout's .venv inside the nodes (the shared filesystem):
+    skipped, saying so, where node02 cannot import `needs` from it."""
+    import sys
+
+    from ascend_ready.sim import cluster as sim
+
+    with cluster_up(run_dir, subnet, count, profiles) as c:
+        probe = sim.node_exec(c.node("node02"), [sys.executable, "-c", f"import {needs}"],
+                              capture_output=True)
+        if probe.returncode != 0:
+            pytest.skip(f"the simulated nodes cannot import {needs} from this checkout's .venv "
+                        "(no shared filesystem, or the extra that installs it is missing)")
+        yield c
+
+
+def node_run(cluster, name: str, *argv: str, timeout: float = 30):
+    """`argv` on node `name` of `cluster`, its output captured as text."""
+    from ascend_ready.sim import cluster as sim
+
+    return sim.node_exec(cluster.node(name), list(argv), capture_output=True, text=True, timeout=timeout)

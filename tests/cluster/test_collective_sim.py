@@ -11,7 +11,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from sim_support import cluster_up, own_cluster
+from sim_support import own_cluster, shared_venv_cluster
 
 pytestmark = pytest.mark.sim
 
@@ -22,12 +22,7 @@ CHECKS = ("npu.matmul", "hccl.allreduce")
 @pytest.fixture(scope="module")
 def cluster(sim_host):
     """3 A2 nodes sharing this checkout and its .venv (at the same path as here)."""
-    from ascend_ready.sim import cluster as sim
-
-    with cluster_up(RUN_DIR, SUBNET, 3, "a2-ubuntu2204") as c:
-        venv = sim.node_exec(c.node("node02"), [sys.executable, "-c", "import torch"], capture_output=True)
-        if venv.returncode != 0:
-            pytest.skip("the simulated nodes do not share this checkout's .venv")
+    with shared_venv_cluster(RUN_DIR, SUBNET, 3, "a2-ubuntu2204") as c:
         yield c
 
 

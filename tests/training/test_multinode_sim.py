@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_support import cluster_up, own_cluster, wait_for
+from sim_support import node_run, own_cluster, shared_venv_cluster, wait_for
 from training_fakecheck import healthy, write_ascend_check
 
 from ascend_ready.checks.cluster.launchspec import spec_from_report
@@ -36,19 +36,8 @@ TRAINING = re.compile(r"ascend_ready\.training")
 @pytest.fixture(scope="module")
 def cluster(sim_host):
     """2 A2 nodes with the shared filesystem (this checkout and its .venv, and /shared)."""
-    from ascend_ready.sim import cluster as sim
-
-    with cluster_up(RUN_DIR, SUBNET, 2, "a2-ubuntu2204") as c:
-        venv = sim.node_exec(c.node("node02"), [sys.executable, "-c", "import torch"], capture_output=True)
-        if venv.returncode != 0:
-            pytest.skip("the simulated nodes do not share this checkout's .venv")
+    with shared_venv_cluster(RUN_DIR, SUBNET, 2, "a2-ubuntu2204") as c:
         yield c
-
-
-def node_run(cluster, name: str, *argv: str) -> subprocess.CompletedProcess:
-    from ascend_ready.sim import cluster as sim
-
-    return sim.node_exec(cluster.node(name), list(argv), capture_output=True, text=True, timeout=30)
 
 
 def training_processes(cluster, name: str) -> list[str]:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_support import cluster_up, own_cluster, wait_for
+from sim_support import node_run, own_cluster, shared_venv_cluster, wait_for
 from training_fakecheck import fakenode
 
 from ascend_ready.checks.cluster.launchspec import healthy_devices, spec_from_report
@@ -37,19 +37,8 @@ NPUS = load_profile("atlas-800t-a2").npu_count
 @pytest.fixture(scope="module")
 def cluster(sim_host):
     """2 A2 nodes with the shared filesystem (this checkout's .venv, with ray, and /shared)."""
-    from ascend_ready.sim import cluster as sim
-
-    with cluster_up(RUN_DIR, SUBNET, 2, "a2-ubuntu2204") as c:
-        ray = sim.node_exec(c.node("node02"), [sys.executable, "-c", "import ray"], capture_output=True)
-        if ray.returncode != 0:
-            pytest.skip("the simulated nodes share no .venv with ray (pip install 'ascend-ready[verl]')")
+    with shared_venv_cluster(RUN_DIR, SUBNET, 2, "a2-ubuntu2204", needs="ray") as c:
         yield c
-
-
-def node_run(cluster, name: str, *argv: str) -> subprocess.CompletedProcess:
-    from ascend_ready.sim import cluster as sim
-
-    return sim.node_exec(cluster.node(name), list(argv), capture_output=True, text=True, timeout=30)
 
 
 def ray_processes(cluster, name: str) -> list[str]:
