@@ -25,12 +25,8 @@ system-deps:
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 10) <= v <= (3, 12) else "the controller needs Python 3.10-3.12, found %d.%d: set PYTHON=/path/to/python3.11" % v)'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -U pip setuptools wheel
-	# torch in the same command, so nothing resolves to a CUDA build.
-	$(BIN)/pip install -q -e '.[dev,train,verl]' torch==$(TORCH_VERSION)
-	# verl without its requirements (ray, tensordict, a transformers pin would pull a CUDA torch): enough
-	# to compose and check its Hydra config (docs/verl.md).
-	$(BIN)/pip install -q --no-deps verl==$(VERL_VERSION)
+	# uv where it can be had, else pip; the same resolution either way (CPU torch): see the script.
+	bash scripts/install-venv.sh $(VENV) $(TORCH_VERSION) $(VERL_VERSION)
 	touch $@
 
 venv: $(VENV)/.installed
@@ -48,8 +44,14 @@ test: setup lint
 test-fast: venv
 	$(BIN)/pytest -m 'not slow and not device and not sim' $(PYTEST_ARGS)
 
-demo: setup
-	@bash scripts/demo.sh
+# The nodes' base image (debootstrap, about a minute, once) builds while the venv installs: it needs only
+# the standard library. `ascend-sim up` waits for it on the base's lock, and builds it itself if it failed.
+demo: system-deps
+	@mkdir -p runs; $(PYTHON) scripts/sim-base.py >runs/sim-base.log 2>&1 & base=$$!; \
+	$(MAKE) --no-print-directory venv && \
+	{ wait $$base || { echo "warning: building the node base image failed (runs/sim-base.log):"; \
+	  tail -n 5 runs/sim-base.log; }; } && \
+	bash scripts/demo.sh
 
 bench: setup
 	@bash bench/run.sh

@@ -12,12 +12,18 @@ RUN_DIR=${ASCEND_SIM_RUN_DIR:-/run/ascend-sim}
 WORK=$RUN_DIR/provision
 STACK=${ASCEND_DEMO_STACK:-cann-8.2.RC1-torch-2.5.1}
 
-echo "== building the simulated package source for $STACK (fake .run installers, wheels, SHA256SUMS)"
+echo "== building the simulated package source for $STACK (fake .run installers, wheels, SHA256SUMS)   (${SECONDS}s)"
 "$BIN/python" -m ascend_ready.sim.harness.build_packages "$WORK/packages" --stack "$STACK" >/dev/null
 # With a mirror the validate play judges the kernel headers too (fleet.py skips only what this machine
 # cannot give a node, and says why in group_vars: ascend_sim_validate_skip_reasons).
 mirror=()
-[ -z "${ASCEND_DEMO_OS_PREREQS_REPO:-}" ] || mirror=(--os-prereqs-repo "$ASCEND_DEMO_OS_PREREQS_REPO")
+if [ -n "${ASCEND_DEMO_OS_PREREQS_REPO:-}" ]; then
+  mirror=(--os-prereqs-repo "$ASCEND_DEMO_OS_PREREQS_REPO")
+  # A RHEL-family node's dnf is a simulator stand-in (no RPMs, no Python bindings for Ansible's dnf
+  # module): the harness installs what a yum mirror would give it, so os_prereqs finds nothing missing.
+  echo "== RHEL-family nodes: os_prereqs' RPMs, installed by the harness from the same mirror (sim/harness/rpm_prereqs.py)   (${SECONDS}s)"
+  "$BIN/python" -m ascend_ready.sim.harness.rpm_prereqs install --source "$ASCEND_DEMO_OS_PREREQS_REPO" --run-dir "$RUN_DIR"
+fi
 INVENTORY=$("$BIN/python" -m ascend_ready.sim.harness.fleet "$WORK/inventory" --packages "$WORK/packages" --stack "$STACK" \
   --run-dir "$RUN_DIR" "${mirror[@]}")
 
@@ -29,10 +35,10 @@ else
   # No mirror: fleet.py put in what the driver installer needs (net-tools).
   extra=(--skip-tags os_prereqs)
 fi
-echo "== ansible-playbook -i $INVENTORY site.yml   (first run: installs)"
+echo "== ansible-playbook -i $INVENTORY site.yml   (first run: installs)   (${SECONDS}s)"
 "$BIN/ansible-playbook" -i "$INVENTORY" site.yml "${extra[@]}" | tail -n 12
 
-echo "== the same command again (must report changed=0 on every node)"
+echo "== the same command again (must report changed=0 on every node)   (${SECONDS}s)"
 "$BIN/ansible-playbook" -i "$INVENTORY" site.yml "${extra[@]}" | tee "$WORK/rerun.log" | tail -n 8
 if grep -E 'changed=[1-9]' "$WORK/rerun.log" >/dev/null; then
   echo "error: the re-run changed something; see $WORK/rerun.log" >&2

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The end-to-end demo on a simulated cluster: one playbook, one preflight, one launch.
-#   1. two simulated Atlas 800T A2 nodes (Ubuntu 22.04), each its own host with sshd and 8 fake 910B3
+#   1. two simulated Atlas 800T A2 nodes, node01 on Kylin V10 and node02 on Ubuntu 22.04, each its own host
+#      with sshd and 8 fake 910B3
 #   2. provision them with playbooks/site.yml from the bundled fake packages (OS prerequisites from a
-#      local apt mirror, since simulated nodes reach no distribution mirror); a re-run changes nothing
-#   3. ascend-check over SSH: every check passes, across the two nodes too (fleet.*); an HTML report
+#      local mirror, since simulated nodes reach no distribution mirror: apt on Ubuntu, the harness on
+#      Kylin, whose simulated dnf has no RPMs); a re-run changes nothing
+#   3. ascend-check over SSH: every check passes, across the two nodes too (fleet.*; fleet.os warns that
+#      the two OSes differ, a mixed fleet with one stack being legitimate); an HTML report
 #   4. inject a fault (a PCIe link trained at x8): the failure with its remediation, and training refused
 #   5. the preflight writes a launch spec; ascend-train grpo runs on both nodes from it (torchrun over SSH,
 #      gloo on CPU, the tiny config), its outputs on the cluster's shared filesystem
@@ -27,22 +30,24 @@ cleanup() {
   "$BIN/ascend-sim" down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+step() { printf '\n\033[1m== %s\033[0m   (%ds)\n' "$*" "$SECONDS"; }
 
-step "1/5 bring up two simulated Atlas 800T A2 nodes"
+step "1/5 bring up two simulated Atlas 800T A2 nodes: Kylin V10 and Ubuntu 22.04"
 "$BIN/ascend-sim" down >/dev/null 2>&1 || true
-"$BIN/ascend-sim" up 2 --profile a2-ubuntu2204,a2-ubuntu2204 --subnet "$SUBNET"
+"$BIN/ascend-sim" up 2 --profile a2-kylinv10,a2-ubuntu2204 --subnet "$SUBNET"
 "$BIN/ascend-sim" status
 echo "-- node01 before provisioning: the hardware is there, the vendor tools are not"
 "$BIN/ascend-sim" exec node01 -- sh -c 'lspci | grep -c "Processing accelerators"; command -v npu-smi || echo "npu-smi: not installed"'
 
 step "2/5 provision with playbooks/site.yml"
-echo "-- a local apt mirror for os_prereqs (make, dkms, gcc, kernel headers, pciutils, net-tools)"
-"$BIN/python" -m ascend_ready.sim.harness.apt_mirror "$ASCEND_SIM_RUN_DIR/apt-mirror" >/dev/null
+echo "-- a local apt mirror for os_prereqs (make, dkms, gcc, kernel headers, pciutils, net-tools)   (${SECONDS}s)"
+"$BIN/python" -m ascend_ready.sim.harness.rpm_prereqs mirror "$ASCEND_SIM_RUN_DIR/apt-mirror" >/dev/null
 "$BIN/python" -m http.server "$MIRROR_PORT" --bind "$HOST_IP" --directory "$ASCEND_SIM_RUN_DIR/apt-mirror" \
   >/dev/null 2>&1 &
 mirror_pid=$!
+for _ in $(seq 100); do (: <"/dev/tcp/$HOST_IP/$MIRROR_PORT") 2>/dev/null && break; sleep 0.1; done
 ASCEND_DEMO_OS_PREREQS_REPO="[trusted=yes] http://$HOST_IP:$MIRROR_PORT/ ./" bash playbooks/demo-provision.sh
+echo "-- provisioned   (${SECONDS}s)"
 INVENTORY=$(cat "$ASCEND_SIM_RUN_DIR/provision/inventory.path")
 # The simulated nodes run on this machine: their hard limits and disk are this host's, not a server's.
 # A profile for them says so (the bundled Atlas 800T A2 profile with those thresholds relaxed); the

@@ -79,11 +79,11 @@ def _stanza(deb: Path, rel: str) -> str:
             f"MD5sum: {hashlib.md5(data).hexdigest()}\nSHA256: {hashlib.sha256(data).hexdigest()}\n")
 
 
-def build(out: Path, kernel: str | None = None) -> Path:
+def build(out: Path, kernel: str | None = None, packages=PACKAGES) -> Path:
     """A flat repository (`deb [trusted=yes] URL ./`) in out: the .deb files, Packages(.gz), Release."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    for deb in download():
+    for deb in download(packages):
         if deb.stat().st_dev == out.stat().st_dev:
             os.link(deb, out / deb.name)  # the cache and the repo share a file system: no copy
         else:
