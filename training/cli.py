@@ -105,8 +105,9 @@ def _launch(
     pf = cfg.preflight
     across_nodes = opts.get("launch_spec") or ((pf.hosts or pf.inventory) and opts.get("node_rank") is None)
     if not worker:
-        _check_inputs(cfg, out, here=engine == "trl" and not across_nodes)
+        # The plan first: a job that cannot fit is refused whatever else is wrong (it needs no files).
         _plan_gate(algo, cfg, engine)
+        _check_inputs(cfg, out, here=engine == "trl" and not across_nodes)
     if engine == "verl" and not across_nodes:  # across nodes: a Ray cluster, _launch_across_nodes
         from ascend_ready.training import verl_glue
 
