@@ -34,9 +34,9 @@ for key, name in uv.items():
 PY
 )"
   echo "installing with uv ($("$bin/uv" --version))"
-  # No --compile-bytecode (pip's default): compiling all of transformers and torch costs more than the
-  # modules a run imports; those are imported once below.
-  uv=("$bin/uv" pip install -q --python "$bin/python" --index-strategy unsafe-best-match)
+  # --compile-bytecode, as pip does: the simulated nodes run this .venv from a read-only mount, where a
+  # module without its .pyc is compiled again by every process that imports it (torch, in every rank).
+  uv=("$bin/uv" pip install -q --python "$bin/python" --index-strategy unsafe-best-match --compile-bytecode)
   # pip, setuptools and wheel as pip's branch upgrades them: what the venv offers a later pip install
   "${uv[@]}" "${main[@]}" pip setuptools wheel
   "${uv[@]}" --no-deps "${verl[@]}"

@@ -77,6 +77,12 @@ def test_first_run_installs_the_resolved_stack(fleet):
         versions = fleet.sh(node, f". {want.layout.set_env} && {venv} -c 'import torch, torch_npu; "
                                   f"print(torch.__version__, torch_npu.__version__)'").split()
         assert versions == [want.torch, want.torch_npu]
+        if node == "node03":  # CentOS 7.6 ships Python 3.6: the venv is built from the standalone CPython
+            row = next(s for s in mx.load_matrix().stacks if s.id == STACK)
+            build = mx.resolve(cann=row.cann, torch=row.torch, os="centos7.6", arch="x86_64").python_build
+            pyvenv = fleet.read(node, f"/home/ascend/venvs/ascend-{STACK}/pyvenv.cfg")
+            cfg = dict(ln.split(" = ", 1) for ln in pyvenv.splitlines() if " = " in ln)
+            assert cfg["home"] == f"{build.install_dir}/bin"
         # The driver left its device nodes to its run user (mode 666: npu_driver installs --install-for-all),
         # so the training user's own login sees every chip, as the real torch_npu would.
         assert fleet.sh(node, "stat -c '%U:%G %a' /dev/davinci0 /dev/davinci_manager /dev/hisi_hdc").split(

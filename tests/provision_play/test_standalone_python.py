@@ -102,6 +102,7 @@ def build(fleet) -> mx.ResolvedPythonBuild:
 
 
 @pytest.mark.sim
+@pytest.mark.slow  # test_site.py covers the unpack and the venv on its CentOS node in CI
 def test_check_mode_names_the_archive_and_unpacks_nothing(fleet, build):
     assert fleet.sh(NODE, "python3 -V").strip().startswith("Python 3.6")
     assert fleet.sh(NODE, "command -v python3.11 || echo none").strip() == "none"
@@ -113,6 +114,7 @@ def test_check_mode_names_the_archive_and_unpacks_nothing(fleet, build):
 
 
 @pytest.mark.sim
+@pytest.mark.slow  # test_site.py covers the unpack and the venv on its CentOS node in CI
 def test_python_env_unpacks_it_under_opt_and_builds_the_venv_from_it(fleet, build):
     result = fleet.play("--tags", "python_env")
     assert result.rc == 0, result.output[-4000:]
@@ -133,6 +135,7 @@ def test_python_env_unpacks_it_under_opt_and_builds_the_venv_from_it(fleet, buil
 
 
 @pytest.mark.sim
+@pytest.mark.slow  # test_site.py covers the unpack and the venv on its CentOS node in CI
 def test_the_package_check_names_a_corrupt_archive_before_any_change(fleet, build):
     # (a missing one is named the same way: the lookup's own test, test_plugins.py)
     archive = fleet.packages / build.file
