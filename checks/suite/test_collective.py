@@ -19,6 +19,9 @@ def _record(host, what: str):
     if host.name in rec.errors:
         not_judged(f"{host.name}: {rec.errors[host.name]}",
                    hint="fix what the message names, then run ascend-check --tier full on the hosts again")
+    if not any(m.host == host.name for m in rec.measurements):  # neither a result nor a reason: never a pass
+        not_judged(f"{host.name}: the collective run recorded nothing for this host",
+                   hint="run ascend-check --tier full on the hosts again (with this host in the inventory)")
     return rec
 
 

@@ -100,6 +100,17 @@ def test_a_host_the_run_has_no_results_for_is_an_error_naming_it():
         assert results[(check, "node01")][0] == "pass"
 
 
+def test_a_host_with_neither_results_nor_a_reason_is_an_error_not_a_pass():
+    rec = even(captured())
+    rec = dataclasses.replace(rec, errors={},
+                              measurements=[m for m in rec.measurements if m.host != "node02"])
+    results, _ = judged(rec)
+    for check in CHECKS:
+        status, message = results[(check, "node02")]
+        assert status == "error"
+        assert message.startswith("node02: the collective run recorded nothing for this host")
+
+
 @pytest.mark.parametrize(("text", "says"), [
     ("", "the collective did not run for this host"),
     ("ascend-check collective v1\n{\"hosts\": [\"node01\"], \"measurements\": [{\"kind\": 1}]}\n",
