@@ -1,6 +1,6 @@
-"""The diagnosis knowledge base (signatures.yml, validated here) and the report `diagnose` prints.
+"""The diagnosis knowledge base (signatures.yml and codes.yml, validated here) and the report `diagnose` prints.
 
-Both are pydantic models with extra="forbid": a typo in the YAML fails loading with `field: message`,
+All are pydantic models with extra="forbid": a typo in the YAML fails loading with `field: message`,
 and the report's JSON Schema is published as checks/schemas/diagnose.schema.json.
 """
 
@@ -18,17 +18,22 @@ from ascend_ready.errors import ConfigError
 
 __all__ = [
     "DIAGNOSE_SCHEMA_VERSION",
+    "LAYER_ORDER",
+    "CodeBook",
+    "CodeFamily",
     "DiagnoseReport",
     "Entry",
     "Evidence",
     "Finding",
     "KnowledgeBase",
     "json_schema",
+    "load_code_book",
     "load_knowledge_base",
 ]
 
 DIAGNOSE_SCHEMA_VERSION = 1
 KB_FILE = Path(__file__).with_name("signatures.yml")
+CODES_FILE = Path(__file__).with_name("codes.yml")
 
 #: A source is a web address, or a GitHub `owner/repo#N` (issue or PR) or `owner/repo:path`.
 _SOURCE_RE = re.compile(r"^(?:https://\S+|[\w.-]+/[\w.-]+#\d+|[\w.-]+/[\w.-]+:\S+)$")
@@ -40,8 +45,28 @@ _MACRO_RE = re.compile(r"\{([A-Z_]+)\}")
 #: Python exception, a torch_npu call with its code); dropped when a specific entry matched the same actor.
 Kind = Literal["fault", "remote", "wrapper"]
 Family = Literal[
-    "hccl", "runtime", "driver", "operator", "torch_npu", "loader", "env", "dcmi", "kernel", "python"
+    "hccl", "runtime", "driver", "operator", "torch_npu", "loader", "env", "dcmi", "kernel", "python",
+    "device", "launcher", "distributed", "code",
 ]
+#: Where in the stack a failure shows, lowest first: when two findings cannot be ordered by their
+#: timestamps (none, or the same block of one process's output), the lower layer came first - a kernel
+#: that faulted on the device comes before the runtime call that reports it, which comes before the
+#: collective that times out waiting for it, which comes before the Python exception that ends the job.
+#: `host` is the machine itself (the kernel's OOM killer, a signal that killed the process).
+Layer = Literal["host", "device", "driver", "runtime", "hccl", "framework"]
+LAYER_ORDER: dict[str, int] = {name: i for i, name in enumerate(Layer.__args__)}
+_FAMILY_LAYER: dict[str, str] = {
+    "hccl": "hccl", "runtime": "runtime", "driver": "driver", "operator": "runtime", "torch_npu": "framework",
+    "loader": "framework", "env": "framework", "dcmi": "driver", "kernel": "host", "python": "framework",
+    "device": "device", "launcher": "host", "distributed": "framework", "code": "runtime",
+}
+
+
+def _check_sources(v: list[str]) -> list[str]:
+    bad = [s for s in v if not _SOURCE_RE.match(s)]
+    if bad:
+        raise ValueError(f"not a URL or owner/repo#N: {bad}")
+    return v
 
 
 class _Model(BaseModel):
@@ -72,6 +97,17 @@ class Entry(_Model):
     examples: list[str] = Field(
         min_length=1, description="lines quoted from the sources; every one must match a pattern"
     )
+    layer: Layer | None = Field(None, description="where the failure shows (default: from the family)")
+    explained_by: list[str] = Field(
+        default_factory=list,
+        description="entry ids of more specific failures this one reports again (a generic task timeout after "
+        "an HCCL notify wait, a runtime exception code after the device's own exception record): when one of "
+        "them is found, this finding is its consequence",
+    )
+
+    @property
+    def effective_layer(self) -> str:
+        return self.layer or _FAMILY_LAYER[self.family]
 
     @field_validator("id")
     @classmethod
@@ -83,10 +119,7 @@ class Entry(_Model):
     @field_validator("sources")
     @classmethod
     def _cited(cls, v: list[str]) -> list[str]:
-        bad = [s for s in v if not _SOURCE_RE.match(s)]
-        if bad:
-            raise ValueError(f"not a URL or owner/repo#N: {bad}")
-        return v
+        return _check_sources(v)
 
 
 class KnowledgeBase(_Model):
@@ -107,6 +140,10 @@ class KnowledgeBase(_Model):
             if entry.id in seen:
                 raise ValueError(f"entry {entry.id}: id used twice")
             seen.add(entry.id)
+        for entry in self.entries:
+            unknown = [i for i in entry.explained_by if i not in seen or i == entry.id]
+            if unknown:
+                raise ValueError(f"entry {entry.id}: explained_by names no other entry: {unknown}")
         prefilter = [_compile(p, f"prefilter {p!r}") for p in self.prefilter]
         for entry in self.entries:
             compiled = self.compiled(entry)
@@ -139,16 +176,94 @@ def _compile(pattern: str, what: str) -> re.Pattern[str]:
 @lru_cache(maxsize=4)
 def load_knowledge_base(path: Path = KB_FILE) -> KnowledgeBase:
     """The bundled knowledge base (or another file of the same shape), validated."""
+    return _load(path, KnowledgeBase, "knowledge base")
+
+
+# ---------------------------------------------------------------- the vendor's code lists (codes.yml)
+
+_CANN_CODE_RE = re.compile(r"^E[0-9A-Z]\d{4}$")
+_ACL_CODE_RE = re.compile(r"^[1-5]\d{5}$")
+
+
+class CodeFamily(_Model):
+    """A family of documented codes (a CANN module's E?xxxx codes, or a range of ACL return codes): the
+    meaning, causes and fix in our words, and every code of the family with the vendor's name for it."""
+
+    id: str
+    name: str = Field(description="the module or range, in the vendor's words (HCCL, RTS, driver...)")
+    prefixes: list[str] = Field(min_length=1, description="E-code prefixes (EI) or ACL code prefixes (107)")
+    layer: Layer
+    meaning: str
+    causes: list[str] = Field(min_length=1)
+    fix: str
+    check_ids: list[str]
+    sources: list[str] = Field(min_length=1)
+    remote: list[str] = Field(
+        default_factory=list, description="codes of the family that are timeouts waiting on another actor"
+    )
+    codes: dict[str, str | None] = Field(description="code -> the vendor's identifier (errTitle or ACL name)")
+
+    @field_validator("sources")
+    @classmethod
+    def _cited(cls, v: list[str]) -> list[str]:
+        return _check_sources(v)
+
+
+class CodeBook(_Model):
+    """codes.yml: every documented CANN error code and ACL/runtime return code, by family."""
+
+    schema_version: Literal[1]
+    cann: list[CodeFamily] = Field(min_length=1)
+    acl: list[CodeFamily] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CodeBook:
+        for families, code_re, width in ((self.cann, _CANN_CODE_RE, 2), (self.acl, _ACL_CODE_RE, 3)):
+            owner: dict[str, str] = {}
+            for fam in families:
+                for prefix in fam.prefixes:
+                    if len(prefix) != width or prefix in owner:
+                        raise ValueError(f"family {fam.id}: prefix {prefix!r} is not {width} characters or is "
+                                         f"already {owner.get(prefix)}'s")
+                    owner[prefix] = fam.id
+                for code in fam.codes:
+                    if not code_re.match(code) or code[:width] not in fam.prefixes:
+                        raise ValueError(f"family {fam.id}: {code!r} is not one of its codes")
+                bad = [c for c in fam.remote if c not in fam.codes]
+                if bad:
+                    raise ValueError(f"family {fam.id}: remote codes not listed in codes: {bad}")
+        return self
+
+    def family(self, code: str) -> CodeFamily | None:
+        """The family a code belongs to by its prefix (whether or not the code itself is listed)."""
+        cann = _CANN_CODE_RE.match(code) is not None
+        width = 2 if cann else 3
+        for fam in self.cann if cann else self.acl:
+            if code[:width] in fam.prefixes:
+                return fam
+        return None
+
+    def count(self) -> int:
+        return sum(len(f.codes) for f in (*self.cann, *self.acl))
+
+
+@lru_cache(maxsize=4)
+def load_code_book(path: Path = CODES_FILE) -> CodeBook:
+    """The bundled code lists (or another file of the same shape), validated."""
+    return _load(path, CodeBook, "code list")
+
+
+def _load(path: Path, model, what: str):
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        return KnowledgeBase.model_validate(data)
+        return model.model_validate(data)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not YAML: {exc}") from None
     except ValidationError as exc:
         lines = [f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()]
-        raise ConfigError(f"{path}: invalid knowledge base\n" + "\n".join(lines)) from None
+        raise ConfigError(f"{path}: invalid {what}\n" + "\n".join(lines)) from None
 
 
 # ---------------------------------------------------------------- the report
@@ -179,11 +294,17 @@ class Finding(_Model):
     )
     caused_by: str | None = Field(None, description="for a consequence: the finding it follows (code, actor)")
     rank: int | None = Field(None, description="the rank the lines belong to, when the log says")
-    actor: str | None = Field(None, description="'rank N', 'device N' or 'pid N'; null when unknown")
+    actor: str | None = Field(
+        None, description="'rank N', 'device N', 'pid N' or 'node NAME' (with ' on NAME' when the node is "
+        "known); null when unknown"
+    )
     first_seen: str | None = Field(None, description="timestamp of the first match, when the lines carry one")
     family: str
     kind: Kind
     sources: list[str]
+    layer: str | None = Field(None, description="where the failure shows: host, device, driver, runtime, hccl "
+                              "or framework")
+    node: str | None = Field(None, description="the node whose log the lines come from, when known")
 
 
 class DiagnoseReport(_Model):
@@ -194,6 +315,9 @@ class DiagnoseReport(_Model):
     files: list[str] = Field(description="every file read")
     lines: int = Field(description="lines read in all")
     bytes: int = Field(description="bytes read in all")
+    skipped: list[str] = Field(
+        default_factory=list, description="files a directory walk found and did not read (binary content)"
+    )
 
 
 def json_schema() -> dict:

@@ -1,5 +1,6 @@
 """The log scanner: streams files in fixed-size chunks, prefilters lines with a few literal-led regexes
-run over the raw bytes, and matches only the surviving lines against the knowledge base.
+run over the raw bytes, and matches only the surviving lines against the knowledge base and the vendor's
+code lists; then merges the lines of one error into one finding and orders the findings by which came first.
 
 Memory is bounded by the chunk size plus at most 20 evidence lines per finding; nothing is sent anywhere.
 """
@@ -10,31 +11,50 @@ import functools
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from ascend_ready.checks.diagnose.model import (
+    LAYER_ORDER,
+    CodeBook,
+    CodeFamily,
     DiagnoseReport,
     Entry,
     Evidence,
     Finding,
     KnowledgeBase,
+    load_code_book,
     load_knowledge_base,
 )
 from ascend_ready.errors import ConfigError
 
-__all__ = ["LOG_SUFFIXES", "Scanner", "diagnose_paths", "iter_log_files"]
+__all__ = ["LOG_SUFFIXES", "NotALogError", "Scanner", "diagnose_paths", "iter_log_files"]
 
 CHUNK_BYTES = 4 << 20
-#: A "line" longer than this (a binary file, a log without newlines) is cut into pieces of this size.
+#: A "line" longer than this (a log without newlines) is cut into pieces of this size.
 MAX_LINE_BYTES = 1 << 20
 MAX_EVIDENCE = 20
 MAX_TEXT = 2000
 #: How many lines after a timestamp-less match a timestamp may come from (the `[ERROR] <time> (PID..)` line
 #: torch_npu prints right after its RuntimeError).
 TS_LOOKAHEAD = 5
+#: Lines of one process's output this close together belong to one error report (a RuntimeError, the
+#: CANN error lines and the TraceBack CANN prints under them): ordered by layer, merged by code.
+BLOCK_LINES = 30
+#: A CANN stack line (`        rtStreamSynchronize execute failed...[FUNC:x][FILE:y][LINE:n]`) this close to
+#: a finding's last line is more of its evidence.
+STACK_GAP = 8
+#: The first bytes of a file that decide whether it is a log: a NUL byte there means binary (as git and
+#: grep decide), as do the magic numbers of compressed files, which get their own hint.
+SNIFF_BYTES = 8192
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zstd",
+               b"PK\x03\x04": "zip"}
+#: Progress: the first line after this many seconds of scanning, then one every PROGRESS_EVERY_S.
+PROGRESS_AFTER_S = 1.0
+PROGRESS_EVERY_S = 5.0
 
 #: Files a directory walk reads: logs and captured outputs. Named files are always read.
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
@@ -64,18 +84,46 @@ _PATH_ACTOR_RES = (
 )
 # 2025-11-18-09:33:13.673.818 (CANN), 2025-04-08-18:07:20, 2025-11-19 11:14:59.028, 2025-11-19T11:14:59,028
 _TS_RE = re.compile(r"(\d{4})-(\d\d)-(\d\d)[-T ](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6})(?:\.(\d{3}))?)?")
+# Without a year: glog and torch's c10 logging `E1201 10:51:32.852000`, `[E324 13:00:25.428029551`;
+# vLLM `ERROR 05-09 08:06:34 [engine.py:448]`.
+_GLOG_TS_RE = re.compile(r"(?:^|[\[\s:])[EWIF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,9})\b")
+_VLLM_TS_RE = re.compile(r"\b(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\b")
+# The lines CANN prints under an error: `        TraceBack (most recent call last):` and the stack
+# `        <what failed>[FUNC:name][FILE:file.cc][LINE:n]`.
+_STACK_RE = re.compile(r"^\s*(?:\(\S+ pid=\d+\)\s+)?(?:\S+ \d\d-\d\d [\d:]+ \[\S+\]\s+)?\s+.*\[FUNC:\w+\]\[FILE:")
+# The documented codes as logs print them: `EZ9999: Inner Error!`, `EZ9999[PID: 1176]`, `(EL0004):`,
+# `module_name=EE8888`; never inside a word, a path or a hex number.
+_CANN_CODE_RE = re.compile(r"(?<![\w./\\-])(E[0-9A-Z]\d{4})(?=[:\[(\]),]|\s|\.(?!\w)|$)")
+_ACL_NAME_RE = re.compile(r"\b(ACL_ERROR_[A-Z0-9_]+)\b")
 
-Actor = tuple[str, int]
+_ts_key = tuple[int, ...]
+Actor = tuple[str, "int | str"]
 
 
-def _parse_ts(text: str) -> tuple[tuple[int, ...], str] | None:
+def _parse_ts(text: str) -> tuple[_ts_key, str] | None:
+    """(year or 0, month, day, hour, minute, second, microsecond), and the text it was read from."""
     m = _TS_RE.search(text)
-    if not m:
-        return None
-    frac = 0
-    if m[7]:
-        frac = int(m[7]) * 1000 + int(m[8]) if m[8] else int(m[7].ljust(6, "0"))
-    return (*(int(g) for g in m.groups()[:6]), frac), m[0]
+    if m:
+        frac = 0
+        if m[7]:
+            frac = int(m[7]) * 1000 + int(m[8]) if m[8] else int(m[7].ljust(6, "0"))
+        return (*(int(g) for g in m.groups()[:6]), frac), m[0]
+    m = _GLOG_TS_RE.search(text)
+    if m:
+        return (0, *(int(g) for g in m.groups()[:5]), int(m[6][:6].ljust(6, "0"))), m[0].lstrip("[ :")
+    m = _VLLM_TS_RE.search(text)
+    if m:
+        return (0, *(int(g) for g in m.groups()), 0), m[0]
+    return None
+
+
+def _ts_cmp(a: _ts_key | None, b: _ts_key | None) -> int:
+    """-1/1 when both stamps exist and differ (a yearless stamp compares from the month on), else 0."""
+    if a is None or b is None:
+        return 0
+    if not (a[0] and b[0]):
+        a, b = a[1:], b[1:]
+    return -1 if a < b else (1 if a > b else 0)
 
 
 def _required_literal(pattern: str) -> str | None:
@@ -123,12 +171,41 @@ class _Hit:
     actor: Actor | None
     file_idx: int
     seq: int
+    kind: str
+    layer: str
+    node: str | None = None
     evidence: list[Evidence] = field(default_factory=list)
     order: list[int] = field(default_factory=list)  # scan sequence of each evidence line
+    lines: list[int] = field(default_factory=list)  # line number of each evidence line
     matches: int = 0
-    ts: tuple[int, ...] | None = None
+    ts: _ts_key | None = None
     ts_text: str | None = None
     first_line: int = 0
+    last_line: int = 0
+
+    def add(self, ev: Evidence, seq: int) -> None:
+        self.matches += 1
+        self.last_line = max(self.last_line, ev.line)
+        if len(self.evidence) < MAX_EVIDENCE:
+            self.evidence.append(ev)
+            self.order.append(seq)
+            self.lines.append(ev.line)
+
+    def absorb(self, other: _Hit) -> None:
+        """Take another hit's lines (the same error seen from another line or file); a line both matched
+        is counted once."""
+        have = {(e.file, e.line) for e in self.evidence}
+        theirs = [t for t in zip(other.order, other.evidence, other.lines, strict=True)
+                  if (t[1].file, t[1].line) not in have]
+        triples = sorted([*zip(self.order, self.evidence, self.lines, strict=True), *theirs], key=lambda t: t[0])
+        self.order = [t[0] for t in triples[:MAX_EVIDENCE]]
+        self.evidence = [t[1] for t in triples[:MAX_EVIDENCE]]
+        self.lines = [t[2] for t in triples[:MAX_EVIDENCE]]
+        self.matches += other.matches - (len(other.evidence) - len(theirs))
+        self.last_line = max(self.last_line, other.last_line)
+        if other.ts is not None and (self.ts is None or _ts_cmp(other.ts, self.ts) < 0):
+            self.ts, self.ts_text = other.ts, other.ts_text
+        self.node = self.node or other.node
 
 
 @dataclass
@@ -136,14 +213,90 @@ class _FileState:
     idx: int
     name: str
     actor: Actor | None
+    node: str | None
     waiting: list[_Hit] = field(default_factory=list)  # hits whose first line had no timestamp
+    last_hit: _Hit | None = None  # the hit the last matched line went to (CANN stack lines join it)
+    last_line: int = 0
+
+
+class _Catalog:
+    """The vendor's code lists as matchers: a documented code not named by a signature entry gets a
+    finding from its family; an undocumented one is still reported, as an unknown code."""
+
+    def __init__(self, book: CodeBook, rt_macro: str):
+        self.book = book
+        self._acl_re = re.compile(rt_macro + r"([1-5]\d{5})\b")
+        self._names = {name: code for fam in book.acl for code, name in fam.codes.items() if name}
+        self._entries: dict[tuple[str, str], Entry] = {}
+
+    def codes_in(self, text: str) -> list[str]:
+        found: list[str] = []
+        if "E" in text:
+            found += _CANN_CODE_RE.findall(text)
+        for m in self._acl_re.finditer(text):
+            if self.book.family(m[1]) is not None:  # another number after `error code is` is no ACL code
+                found.append(m[1])
+        if "ACL_ERROR_" in text:
+            found += [self._names[n] for n in _ACL_NAME_RE.findall(text) if n in self._names]
+        return list(dict.fromkeys(found))
+
+    def describe(self, code: str) -> tuple[Entry, str, str]:
+        """(the family's entry, the finding's title, its kind) for a code."""
+        fam = self.book.family(code)
+        cann = code.startswith("E")
+        documented = fam is not None and code in fam.codes
+        entry = self._entry(fam, cann)
+        if documented:
+            name = fam.codes[code]
+            what = name.replace("_", " ") if name else "documented code"
+            title = f"{fam.name} error {code}: {what}" if cann else f"{name}: {what_acl(name)} ({fam.name})"
+            kind = "remote" if code in fam.remote else "fault"
+        else:
+            where = f" ({fam.name})" if fam else ""
+            title = f"unknown CANN code {code}{where}" if cann else f"unknown ACL return code {code}{where}"
+            kind = "fault"
+        return entry, title, kind
+
+    def _entry(self, fam: CodeFamily | None, cann: bool) -> Entry:
+        key = (fam.id if fam else "unknown", "cann" if cann else "acl")
+        if key not in self._entries:
+            if fam is not None:
+                causes = [f"{fam.meaning} (the message after the code names what failed)", *fam.causes]
+                self._entries[key] = Entry.model_construct(
+                    id=f"code-{fam.id}", code="{code}", family="code", kind="fault", title="", patterns=[],
+                    causes=causes, fix=fam.fix, check_ids=list(fam.check_ids), sources=list(fam.sources),
+                    examples=[], layer=fam.layer, explained_by=[],
+                )
+            else:
+                index = self.book.cann[0].sources if cann else self.book.acl[0].sources
+                self._entries[key] = Entry.model_construct(
+                    id=f"code-unknown-{key[1]}", code="{code}", family="code", kind="fault", title="",
+                    patterns=[],
+                    causes=["a code missing from the vendor lists this tool was built from (a newer or older CANN "
+                            "version); the message printed with it says what failed"],
+                    fix="Read the message after the code and look the code up in the error code reference of "
+                    "the installed CANN version (the sources below), or in `grep -r CODE` of its plogs.",
+                    check_ids=[], sources=list(index), examples=[], layer="runtime", explained_by=[],
+                )
+        return self._entries[key]
+
+
+def what_acl(name: str) -> str:
+    """ACL_ERROR_RT_VECTOR_CORE_TIMEOUT -> 'vector core timeout'."""
+    words = name.removeprefix("ACL_ERROR_").removeprefix("RT_").removeprefix("GE_").lower().split("_")
+    return " ".join(words)
+
+
+ProgressFn = Callable[[str], None]
 
 
 class Scanner:
     """Feed it files or byte streams, then take `report()`."""
 
-    def __init__(self, kb: KnowledgeBase | None = None):
+    def __init__(self, kb: KnowledgeBase | None = None, codes: CodeBook | None = None, *,
+                 progress: ProgressFn | None = None, total_bytes: int = 0):
         self.kb = kb or load_knowledge_base()
+        self._catalog = _Catalog(codes or load_code_book(), self.kb.macros.get("RT", r"error code is\s*"))
         self._prefilter = [re.compile(p.encode()) for p in self.kb.prefilter]
         self._entries = [
             (
@@ -155,39 +308,51 @@ class Scanner:
             )
             for e in self.kb.entries
         ]
-        self._hits: dict[tuple[str, str, Actor | None, int], _Hit] = {}
+        self._hits: dict[tuple, _Hit] = {}
         self._seq = 0
         self._pid_rank: dict[int, int] = {}
         self._pid_device: dict[int, int] = {}
         self._device_ranks: dict[int, set[int]] = {}
         self.files: list[str] = []
+        self.skipped: list[str] = []
         self.lines = 0
         self.bytes = 0
+        self._progress = progress
+        self._total = total_bytes
+        self._started = time.monotonic()
+        self._next_progress = self._started + PROGRESS_AFTER_S
+        self._progressed = False
 
     # ------------------------------------------------------------ input
 
-    def scan_path(self, path: Path, name: str | None = None) -> None:
+    def scan_path(self, path: Path, name: str | None = None, *, node: str | None = None) -> None:
         name = name or str(path)
         try:
             with open(path, "rb") as fh:
-                self.scan_stream(fh, name)
+                self.scan_stream(fh, name, node=node)
         except PermissionError:
             raise ConfigError(
                 f"cannot read {name}: permission denied",
                 hint="run as the user that wrote the logs, or with sudo",
             ) from None
+        except IsADirectoryError:
+            raise ConfigError(f"cannot read {name}: is a directory") from None
         except OSError as exc:
             raise ConfigError(f"cannot read {name}: {exc.strerror or exc}") from None
 
-    def scan_stream(self, fh: BinaryIO, name: str) -> None:
-        state = _FileState(len(self.files), name, _path_actor(name))
-        self.files.append(name)
+    def scan_stream(self, fh: BinaryIO, name: str, *, node: str | None = None) -> None:
+        state = _FileState(len(self.files), name, _path_actor(name), node)
         carry = b""
         lineno = 0  # complete lines before `carry`
+        first = True
         while True:
             data = fh.read(CHUNK_BYTES)
             if not data:
                 break
+            if first:
+                _refuse_binary(data, name)
+                self.files.append(name)
+                first = False
             self.bytes += len(data)
             buf = carry + data if carry else data
             cut = buf.rfind(b"\n")
@@ -201,9 +366,32 @@ class Scanner:
                 continue
             carry = buf[cut + 1 :]
             lineno += self._block(buf[: cut + 1], lineno, state)
+            self._tick()
+        if first:
+            self.files.append(name)  # an empty file was read
         if carry:
             lineno += self._block(carry + b"\n", lineno, state)
         self.lines += lineno
+
+    def _tick(self) -> None:
+        if self._progress is None:
+            return
+        now = time.monotonic()
+        if now < self._next_progress:
+            return
+        self._next_progress = now + PROGRESS_EVERY_S
+        self._progressed = True
+        of = f" of {self._total / (1 << 20):,.0f} MiB" if self._total else ""
+        self._progress(
+            f"diagnose: {self.bytes / (1 << 20):,.0f} MiB{of} read ({len(self.files)} file"
+            f"{'s' if len(self.files) != 1 else ''}, {self.lines:,} lines done), {now - self._started:.0f} s"
+        )
+
+    def finish_progress(self) -> None:
+        if self._progress is not None and self._progressed:
+            self._progress(
+                f"diagnose: done, {self.bytes / (1 << 20):,.0f} MiB in {time.monotonic() - self._started:.1f} s"
+            )
 
     def _block(self, block: bytes, lineno: int, state: _FileState) -> int:
         """Match the lines of `block` (whole lines, ending in a newline); returns its line count."""
@@ -240,8 +428,9 @@ class Scanner:
             state.waiting.clear()
         elif state.waiting:
             state.waiting = [h for h in state.waiting if lineno - h.first_line < TS_LOOKAHEAD]
-        actor: Actor | None = None
-        actor_known = False
+        ctx: dict = {}
+        codes_here: set[str] = set()
+        matched = False
         for entry, patterns in self._entries:
             for literal, rx in patterns:
                 if literal is not None and literal not in text:
@@ -251,35 +440,47 @@ class Scanner:
                     break
             else:
                 continue
-            if not actor_known:
-                actor, actor_known = _line_actor(text) or state.actor, True
-                stamp = stamp or _parse_ts(text)
             groups = _Defaults({k: v for k, v in m.groupdict().items() if v is not None})
             code = entry.code.format_map(groups)
-            hit_key = (entry.id, code, actor, state.idx if actor is None else -1)
-            hit = self._hits.get(hit_key)
-            if hit is None:
-                hit = _Hit(
-                    entry,
-                    code,
-                    entry.title.format_map(groups),
-                    actor,
-                    state.idx,
-                    self._seq,
-                    first_line=lineno,
-                )
-                self._hits[hit_key] = hit
-                if stamp:
-                    hit.ts, hit.ts_text = stamp
-                else:
-                    state.waiting.append(hit)
+            if entry.kind != "wrapper":
+                codes_here.add(code)  # the catalog leaves this code to the entry that named it
+            self._record(entry, code, entry.title.format_map(groups), entry.kind, entry.effective_layer,
+                         text, lineno, state, ctx, m.start(), groups.get("node"))
+            matched = True
+        for code in self._catalog.codes_in(text):
+            if code in codes_here:
+                continue  # a signature entry named it on this line
+            entry, title, kind = self._catalog.describe(code)
+            self._record(entry, code, title, kind, entry.layer or "runtime", text, lineno, state, ctx,
+                         max(0, text.find(code)), None)
+            matched = True
+        if matched:
+            return
+        hit = state.last_hit
+        if hit is not None and lineno - state.last_line <= STACK_GAP and _STACK_RE.match(text):
             self._seq += 1
-            hit.matches += 1
-            if len(hit.evidence) < MAX_EVIDENCE:
-                # an over-long line is shown around its match
-                shown = text if len(text) <= MAX_TEXT else text[max(0, m.start() - 200) :][:MAX_TEXT]
-                hit.evidence.append(Evidence(file=state.name, line=lineno, text=shown))
-                hit.order.append(self._seq)
+            hit.add(Evidence(file=state.name, line=lineno, text=_shown(text, 0)), self._seq)
+            state.last_line = lineno
+
+    def _record(self, entry: Entry, code: str, title: str, kind: str, layer: str, text: str, lineno: int,
+                state: _FileState, ctx: dict, at: int, node: str | None) -> None:
+        if "actor" not in ctx:
+            ctx["actor"] = _line_actor(text) or state.actor
+            ctx["stamp"] = _parse_ts(text)
+        actor = ("node", node) if node else ctx["actor"]
+        hit_key = (entry.id, code, actor, state.idx if actor is None else -1)
+        hit = self._hits.get(hit_key)
+        if hit is None:
+            hit = _Hit(entry, code, title, actor, state.idx, self._seq, kind, layer, node=state.node,
+                       first_line=lineno)
+            self._hits[hit_key] = hit
+            if ctx["stamp"]:
+                hit.ts, hit.ts_text = ctx["stamp"]
+            else:
+                state.waiting.append(hit)
+        self._seq += 1
+        hit.add(Evidence(file=state.name, line=lineno, text=_shown(text, at)), self._seq)
+        state.last_hit, state.last_line = hit, lineno
 
     def _learn_ids(self, text: str) -> None:
         """Which pid is which rank and device, from torch_npu's `(PID:p, Device:d, RankID:r)` lines."""
@@ -312,6 +513,7 @@ class Scanner:
         return (kind, value)
 
     def report(self) -> DiagnoseReport:
+        self.finish_progress()
         merged: dict[tuple, _Hit] = {}
         for hit in sorted(self._hits.values(), key=lambda h: h.seq):
             actor = self._resolve(hit.actor)
@@ -320,18 +522,39 @@ class Scanner:
             if into is None:
                 hit.actor = actor
                 merged[key] = hit
-                continue
-            pairs = sorted(
-                zip(into.order + hit.order, into.evidence + hit.evidence, strict=True), key=lambda p: p[0]
-            )[:MAX_EVIDENCE]
-            into.order, into.evidence = [p[0] for p in pairs], [p[1] for p in pairs]
-            into.matches += hit.matches
-            if hit.ts is not None and (into.ts is None or hit.ts < into.ts):
-                into.ts, into.ts_text = hit.ts, hit.ts_text
-        hits = _drop_wrappers(list(merged.values()))
+            else:
+                into.absorb(hit)
+        hits = _merge_unattributed(sorted(merged.values(), key=lambda h: h.seq))
+        hits = _drop_envelopes(hits)
         hits.sort(key=functools.cmp_to_key(_before))
         return DiagnoseReport(
-            findings=_with_roles(hits), files=list(self.files), lines=self.lines, bytes=self.bytes
+            findings=_with_roles(hits), files=list(self.files), lines=self.lines, bytes=self.bytes,
+            skipped=list(self.skipped),
+        )
+
+
+def _shown(text: str, at: int) -> str:
+    """The line as evidence: an over-long one is shown around its match."""
+    return text if len(text) <= MAX_TEXT else text[max(0, at - 200) :][:MAX_TEXT]
+
+
+class NotALogError(ConfigError):
+    """The input is binary or compressed: refused when named, skipped when a directory walk found it."""
+
+
+def _refuse_binary(head: bytes, name: str) -> None:
+    for magic, kind in _COMPRESSED.items():
+        if head.startswith(magic):
+            raise NotALogError(
+                f"{name}: a {kind}-compressed file, not a log",
+                hint=f"decompress it first, e.g. {'zcat' if kind == 'gzip' else kind + ' -dc'} {name} | "
+                "ascend-check diagnose -",
+            )
+    if b"\x00" in head[:SNIFF_BYTES]:
+        raise NotALogError(
+            f"{name}: binary file (NUL bytes in its first {SNIFF_BYTES} bytes), not a log",
+            hint="give the job's text logs, CANN plogs (~/ascend/log) or saved dmesg output; "
+            "a core dump or model file has nothing diagnose can read",
         )
 
 
@@ -361,55 +584,153 @@ def _path_actor(name: str) -> Actor | None:
     return None
 
 
-#: A wrapper gives way to a specific finding of the same actor, the catch-all to any other finding.
-_LEVEL = {"fault": 0, "remote": 0, "wrapper": 1}
+# ---------------------------------------------------------------- one finding per cause
 
 
-def _level(hit: _Hit) -> int:
-    return 2 if hit.entry.family == "python" else _LEVEL[hit.entry.kind]
+def _near(a: _Hit, b: _Hit) -> bool:
+    """Some line of a and some line of b are in one error report of one file."""
+    if a.file_idx != b.file_idx:
+        return False
+    return any(abs(x - y) <= BLOCK_LINES for x in a.lines for y in b.lines)
 
 
-def _drop_wrappers(hits: list[_Hit]) -> list[_Hit]:
-    def owner(h: _Hit):
-        return h.actor if h.actor is not None else ("file", h.file_idx)
-
-    best: dict[object, int] = {}
+def _merge_unattributed(hits: list[_Hit]) -> list[_Hit]:
+    """A line that names no actor (CANN's `EZ9999: Inner Error!` header) joins the same code's finding
+    whose lines name one (the `EZ9999[PID: 1176] ...` detail under it)."""
+    out: list[_Hit] = []
     for h in hits:
-        best[owner(h)] = min(best.get(owner(h), 9), _level(h))
-    return [h for h in hits if _level(h) == best[owner(h)]]
+        if h.actor is None:
+            into = next((g for g in hits if g is not h and g.actor is not None and g.entry.id == h.entry.id
+                         and g.code == h.code and _near(g, h)), None)
+            if into is not None:
+                into.absorb(h)
+                into.seq = min(into.seq, h.seq)
+                continue
+        out.append(h)
+    return out
+
+
+def _is_catch_all(h: _Hit) -> bool:
+    return h.entry.family == "python" and h.kind == "wrapper"
+
+
+def _drop_envelopes(hits: list[_Hit]) -> list[_Hit]:
+    """A wrapper (a call that failed with a code, a Python exception) is evidence of the specific finding
+    of the same actor, or of the same error report when its line names none; the Python catch-all also
+    gives way to any specific failure elsewhere in the logs. With nothing else to explain the log, it
+    stands as the finding."""
+    specific = [h for h in hits if h.kind != "wrapper"]
+    wrappers = [h for h in hits if h.kind == "wrapper" and not _is_catch_all(h)]
+    catch_all = [h for h in hits if _is_catch_all(h)]
+    kept_wrappers: list[_Hit] = []
+    for w in wrappers:
+        host = _owner_of(w, specific)
+        if host is not None:
+            host.absorb(w)
+        else:
+            kept_wrappers.append(w)
+    faults = [h for h in specific if h.kind == "fault"]
+    kept: list[_Hit] = []
+    for c in catch_all:
+        host = _owner_of(c, specific + kept_wrappers)
+        if host is not None:
+            host.absorb(c)
+        elif not faults:
+            kept.append(c)
+    return specific + kept_wrappers + kept
+
+
+def _owner_of(w: _Hit, candidates: list[_Hit]) -> _Hit | None:
+    same = [h for h in candidates if w.actor is not None and h.actor == w.actor]
+    if not same:
+        same = [h for h in candidates if (w.actor is None or h.actor is None) and _near(h, w)]
+    return min(same, key=lambda h: h.seq) if same else None
+
+
+# ---------------------------------------------------------------- the first failure
 
 
 def _before(a: _Hit, b: _Hit) -> int:
-    """Log order in one file; across files the timestamps when both lines carry one, else scan order."""
-    if a.file_idx != b.file_idx and a.ts is not None and b.ts is not None and a.ts != b.ts:
-        return -1 if a.ts < b.ts else 1
+    """Across files: by the timestamps when both lines carry one, else by layer. In one file: log order,
+    except in one error report of one process (lines close together), where the lower layer came first."""
+    if a.file_idx != b.file_idx:
+        by_time = _ts_cmp(a.ts, b.ts)
+        if by_time:
+            return by_time
+        by_layer = LAYER_ORDER[a.layer] - LAYER_ORDER[b.layer]
+        if by_layer:
+            return by_layer
+    elif a.actor == b.actor and _near(a, b):
+        by_layer = LAYER_ORDER[a.layer] - LAYER_ORDER[b.layer]
+        if by_layer:
+            return by_layer
     return -1 if a.seq < b.seq else (1 if a.seq > b.seq else 0)
 
 
 def _label(hit: _Hit) -> str:
-    return f"{hit.code} on {_actor_text(hit.actor)}" if hit.actor else hit.code
+    return f"{hit.code} on {_actor_text(hit)}" if _actor_text(hit) else hit.code
 
 
-def _actor_text(actor: Actor | None) -> str | None:
-    return f"{actor[0]} {actor[1]}" if actor else None
+def _actor_text(hit: _Hit) -> str | None:
+    if hit.actor is None:
+        return hit.node
+    kind, value = hit.actor
+    if kind == "node":
+        return str(value)
+    where = f" on {hit.node}" if hit.node else ""
+    return f"{kind} {value}{where}"
+
+
+def _explainer(h: _Hit, hits: list[_Hit]) -> _Hit | None:
+    """The finding this one reports again (entry.explained_by), the same actor's first."""
+    if not h.entry.explained_by:
+        return None
+    found = [g for g in hits if g is not h and g.entry.id in h.entry.explained_by]
+    if not found:
+        return None
+    same = [g for g in found if g.actor == h.actor or g.actor is None or h.actor is None]
+    return (same or found)[0]
 
 
 def _with_roles(hits: list[_Hit]) -> list[Finding]:
-    """The first failure is the cause; a remote-kind finding (a timeout waiting on a peer) after it, or
-    on another actor, is its consequence. With only timeouts, the first one stands for the cause."""
-    first_fault = next((h for h in hits if h.entry.kind != "remote"), None)
-    first_remote = next((h for h in hits if h.entry.kind == "remote"), None)
-    out = []
+    """The first failure is the cause. A finding that reports a more specific one again (explained_by) is
+    its consequence, whatever the order; so is a remote-kind finding (a timeout waiting on a peer) after
+    a failure, or on another actor than the first failure. With only timeouts, the first one is the cause."""
+    cause_of: dict[int, _Hit] = {}  # id(hit) -> the root it follows
+    explained: set[int] = set()  # consequences by explained_by: listed after their cause, whatever the order
+    for h in hits:
+        seen = {id(h)}
+        g = _explainer(h, hits)
+        while g is not None and id(g) not in seen:  # the root of a chain: what the chain started from
+            seen.add(id(g))
+            cause_of[id(h)] = g
+            explained.add(id(h))
+            g = _explainer(g, hits)
+    first_fault = next((h for h in hits if h.kind != "remote" and id(h) not in cause_of), None)
+    first_remote = next((h for h in hits if h.kind == "remote" and id(h) not in cause_of), None)
     for i, h in enumerate(hits):
-        cause: _Hit | None = None
-        if h.entry.kind == "remote":
-            earlier = next((g for g in hits[:i] if g.entry.kind != "remote"), None)
-            if earlier is not None:
-                cause = earlier
-            elif first_fault is not None and first_fault.actor != h.actor:
-                cause = first_fault  # its order is unknown (no timestamps across files): it is the failure
-            elif first_fault is None and h is not first_remote:
-                cause = first_remote
+        if id(h) in cause_of or h.kind != "remote":
+            continue
+        earlier = next((g for g in hits[:i] if g.kind != "remote" and id(g) not in cause_of), None)
+        if earlier is not None:
+            cause_of[id(h)] = earlier
+        elif first_fault is not None and first_fault.actor != h.actor:
+            cause_of[id(h)] = first_fault  # its order is unknown (no timestamps across files): it is the failure
+        elif first_fault is None and h is not first_remote and first_remote is not None:
+            cause_of[id(h)] = first_remote
+    # a consequence is listed after what it follows
+    ordered: list[_Hit] = []
+    for h in hits:
+        if h in ordered:
+            continue
+        if id(h) in explained and cause_of[id(h)] not in ordered:
+            continue  # placed right after its cause below
+        ordered.append(h)
+        ordered.extend(g for g in hits if id(g) in explained and cause_of[id(g)] is h and g not in ordered)
+    ordered += [h for h in hits if h not in ordered]
+    out = []
+    for h in ordered:
+        cause = cause_of.get(id(h))
         e = h.entry
         out.append(
             Finding(
@@ -424,11 +745,13 @@ def _with_roles(hits: list[_Hit]) -> list[Finding]:
                 role="consequence" if cause else "cause",
                 caused_by=_label(cause) if cause else None,
                 rank=h.actor[1] if h.actor and h.actor[0] == "rank" else None,
-                actor=_actor_text(h.actor),
+                actor=_actor_text(h),
                 first_seen=h.ts_text,
                 family=e.family,
-                kind=e.kind,
+                kind=h.kind,
                 sources=list(e.sources),
+                layer=h.layer,
+                node=h.node or (str(h.actor[1]) if h.actor and h.actor[0] == "node" else None),
             )
         )
     return out
@@ -437,12 +760,12 @@ def _with_roles(hits: list[_Hit]) -> list[Finding]:
 # ---------------------------------------------------------------- paths
 
 
-def iter_log_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path | None, str]]:
-    """(path, display name) of every file to read: named files as given, directories walked for logs.
-    `-` is standard input (path None)."""
+def _walk(paths: Iterable[str | Path]) -> Iterator[tuple[Path | None, str, bool]]:
+    """(path, display name, named) of every file to read: named files as given, directories walked for
+    logs. `-` is standard input (path None)."""
     for raw in paths:
         if str(raw) == "-":
-            yield None, "<stdin>"
+            yield None, "<stdin>", True
             continue
         path = Path(raw).expanduser()
         if path.is_dir():
@@ -453,7 +776,7 @@ def iter_log_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path | None, s
                     if fname.endswith(LOG_SUFFIXES) or _LOG_NAME_RE.match(fname):
                         found = True
                         full = Path(root, fname)
-                        yield full, str(full)
+                        yield full, str(full), False
             if not found:
                 raise ConfigError(
                     f"no log files under {raw}",
@@ -461,7 +784,7 @@ def iter_log_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path | None, s
                     "files; name any other file to read it",
                 )
         elif path.exists():
-            yield path, str(raw)
+            yield path, str(raw), True
         else:
             raise ConfigError(
                 f"{raw}: no such file or directory",
@@ -469,14 +792,48 @@ def iter_log_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path | None, s
             )
 
 
-def diagnose_paths(paths: Sequence[str | Path], kb: KnowledgeBase | None = None) -> DiagnoseReport:
-    """Every known error signature in these logs, ordered, with causes, fixes and evidence."""
+def iter_log_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path | None, str]]:
+    """(path, display name) of every file to read: named files as given, directories walked for logs.
+    `-` is standard input (path None)."""
+    for path, name, _named in _walk(paths):
+        yield path, name
+
+
+def _node_of(path: Path, hosts: Sequence[str]) -> str | None:
+    """The launcher writes each node's output to <log dir>/<host>.log and its plogs to <host>-plogs.log."""
+    for host in hosts:
+        if path.name in (f"{host}.log", f"{host}-plogs.log"):
+            return host
+    return None
+
+
+def diagnose_paths(paths: Sequence[str | Path], kb: KnowledgeBase | None = None, *,
+                   hosts: Sequence[str] = (), progress: ProgressFn | None = None) -> DiagnoseReport:
+    """Every known error signature and documented code in these logs, one finding per cause, ordered by
+    which came first, with causes, fixes and evidence. `hosts`: the nodes of a launcher's log directory
+    (their <host>.log files name the node); `progress` gets a line every few seconds of a long scan."""
     if not paths:
         raise ConfigError("no log given", hint="ascend-check diagnose PATH... (files or directories)")
-    scanner = Scanner(kb)
-    for path, name in iter_log_files(paths):
-        if path is None:
-            scanner.scan_stream(sys.stdin.buffer, name)
-        else:
-            scanner.scan_path(path, name)
+    inputs = list(_walk(paths))  # every path checked before anything is read
+    total = sum(_size(p) for p, _n, _named in inputs if p is not None)
+    scanner = Scanner(kb, progress=progress, total_bytes=total)
+    for path, name, named in inputs:
+        try:
+            if path is None:
+                scanner.scan_stream(sys.stdin.buffer, name)
+            else:
+                scanner.scan_path(path, name, node=_node_of(path, hosts))
+        except NotALogError as exc:
+            if named:
+                raise
+            scanner.skipped.append(name)  # a binary file a directory walk found: not a log
+            if progress is not None:
+                progress(f"diagnose: skipped {exc.message}")
     return scanner.report()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
