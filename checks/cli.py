@@ -606,23 +606,26 @@ def schema_cmd(what) -> None:
 @main.command("diagnose")
 @click.argument("paths", nargs=-1, metavar="PATH...")
 @click.option("--format", "fmt", type=click.Choice(_FORMATS), default="table", show_default=True)
-def diagnose_cmd(paths, fmt) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr during a long scan.")
+def diagnose_cmd(paths, fmt, quiet) -> None:
     """Say why a run failed: find known Ascend error signatures in its logs, with causes and fixes.
 
     \b
     PATH: training or inference stdout/stderr logs, CANN plog directories (~/ascend/log,
     /root/ascend/log/debug/plog), saved dmesg output, run directories; - reads standard input.
-    Directories are searched for *.log, *.txt, *.out, *.err, plog-*, dmesg* files. Nothing is sent anywhere.
+    Directories are searched for *.log, *.txt, *.out, *.err, plog-*, dmesg* files (binary ones are skipped;
+    a binary file named on the command line is refused). Nothing is sent anywhere. A scan longer than a
+    second prints a progress line on stderr every 5 s (-q: none).
       ascend-check diagnose runs/grpo/logs ~/ascend/log/debug/plog
       dmesg | ascend-check diagnose - --format json
-    Exit codes: 0 no known error signature; 1 something was found; 2 usage error (missing or
-    unreadable path).
+    Exit codes: 0 no known error signature; 1 something was found; 2 usage error (missing, unreadable or
+    binary path).
     """
     from ascend_ready.checks.diagnose import diagnose_paths, render_json, render_table, render_text
 
     if not paths:
         raise ConfigError("give at least one PATH", hint="ascend-check diagnose train.log ~/ascend/log")
-    report = diagnose_paths(paths)
+    report = diagnose_paths(paths, progress=None if quiet else lambda line: click.echo(line, err=True))
     if fmt == "json":
         click.echo(render_json(report), nl=False)
     else:

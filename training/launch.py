@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ascend_ready.errors import AscendReadyError, ConfigError
@@ -135,15 +135,16 @@ def torchrun_command(
     ]
 
 
-def explain_failure(paths: list[Path]) -> str:
-    """Why a job failed: the known error signatures in its logs (ascend-check diagnose), as text.
+def explain_failure(paths: list[Path], hosts: Sequence[str] = ()) -> str:
+    """Why a job failed: the known error signatures in its logs (ascend-check diagnose), as text. `hosts`:
+    the nodes of a multi-node job, whose <host>.log in the log directory names the node of its lines.
 
     Read locally; nothing is sent anywhere. A diagnosis that cannot run says so instead of raising.
     """
     from ascend_ready.checks.diagnose import diagnose_paths, render_text
 
     try:
-        report = diagnose_paths(paths)
+        report = diagnose_paths(paths, hosts=hosts)
     except AscendReadyError as exc:
         return f"diagnose: {exc.message}\n"
     where = " ".join(str(p) for p in paths)

@@ -415,7 +415,7 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         lost = {o.name for o in result.nodes if o.lost}
         node_files.fetch_plogs([targets[h.name] for h in plan.hosts if h.name not in lost], plan.log_dir,
                                opts)
-        opts.log(launch_mod.explain_failure([plan.log_dir]).rstrip("\n"))  # known signatures in the logs
+        opts.log(launch_mod.explain_failure([plan.log_dir], [h.name for h in plan.hosts]).rstrip("\n"))
         cause = root_cause(result.nodes)
         others = [o.name for o in result.nodes if o is not cause]
         raise TrainingError(

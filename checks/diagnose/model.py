@@ -1,4 +1,4 @@
-"""The diagnosis knowledge base (signatures.yml and codes.yml, validated here) and the report `diagnose` prints.
+"""The diagnosis knowledge base (signatures.yml, codes.yml; validated here) and the report `diagnose` prints.
 
 All are pydantic models with extra="forbid": a typo in the YAML fails loading with `field: message`,
 and the report's JSON Schema is published as checks/schemas/diagnose.schema.json.
@@ -100,9 +100,9 @@ class Entry(_Model):
     layer: Layer | None = Field(None, description="where the failure shows (default: from the family)")
     explained_by: list[str] = Field(
         default_factory=list,
-        description="entry ids of more specific failures this one reports again (a generic task timeout after "
-        "an HCCL notify wait, a runtime exception code after the device's own exception record): when one of "
-        "them is found, this finding is its consequence",
+        description="entry ids of more specific failures this one reports again (a generic task timeout "
+        "after an HCCL notify wait, a runtime exception code after the device's own exception record): when "
+        "one of them is found, this finding is its consequence",
     )
 
     @property
@@ -223,8 +223,8 @@ class CodeBook(_Model):
             for fam in families:
                 for prefix in fam.prefixes:
                     if len(prefix) != width or prefix in owner:
-                        raise ValueError(f"family {fam.id}: prefix {prefix!r} is not {width} characters or is "
-                                         f"already {owner.get(prefix)}'s")
+                        raise ValueError(f"family {fam.id}: prefix {prefix!r} is not {width} characters or "
+                                         f"is already {owner.get(prefix)}'s")
                     owner[prefix] = fam.id
                 for code in fam.codes:
                     if not code_re.match(code) or code[:width] not in fam.prefixes:
@@ -302,8 +302,9 @@ class Finding(_Model):
     family: str
     kind: Kind
     sources: list[str]
-    layer: str | None = Field(None, description="where the failure shows: host, device, driver, runtime, hccl "
-                              "or framework")
+    layer: str | None = Field(
+        None, description="where the failure shows: host, device, driver, runtime, hccl or framework"
+    )
     node: str | None = Field(None, description="the node whose log the lines come from, when known")
 
 

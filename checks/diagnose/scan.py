@@ -75,6 +75,7 @@ _PID_RES = (
     re.compile(r"\(PID:\s*(\d+)"),
     re.compile(r"\[PID:\s*(\d+)\]"),
     re.compile(r"^\[(?:ERROR|WARNING|INFO|DEBUG|EVENT|TRACE)\] [A-Z_]+\((\d+),"),
+    re.compile(r"^\([\w.-]+ pid=(\d+)\)"),  # a vLLM worker's or Ray actor's prefix: (Worker_TP1 pid=961)
 )
 # A per-rank file from `torchrun --log-dir`: <dir>/<run>/attempt_N/<local rank>/{stdout,stderr}.log
 _PATH_ACTOR_RES = (
@@ -90,7 +91,9 @@ _GLOG_TS_RE = re.compile(r"(?:^|[\[\s:])[EWIF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\
 _VLLM_TS_RE = re.compile(r"\b(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\b")
 # The lines CANN prints under an error: `        TraceBack (most recent call last):` and the stack
 # `        <what failed>[FUNC:name][FILE:file.cc][LINE:n]`.
-_STACK_RE = re.compile(r"^\s*(?:\(\S+ pid=\d+\)\s+)?(?:\S+ \d\d-\d\d [\d:]+ \[\S+\]\s+)?\s+.*\[FUNC:\w+\]\[FILE:")
+_STACK_RE = re.compile(
+    r"^\s*(?:\(\S+ pid=\d+\)\s+)?(?:\S+ \d\d-\d\d [\d:]+ \[\S+\]\s+)?\s+.*\[FUNC:\w+\]\[FILE:"
+)
 # The documented codes as logs print them: `EZ9999: Inner Error!`, `EZ9999[PID: 1176]`, `(EL0004):`,
 # `module_name=EE8888`; never inside a word, a path or a hex number.
 _CANN_CODE_RE = re.compile(r"(?<![\w./\\-])(E[0-9A-Z]\d{4})(?=[:\[(\]),]|\s|\.(?!\w)|$)")
@@ -187,9 +190,12 @@ class _Hit:
         self.matches += 1
         self.last_line = max(self.last_line, ev.line)
         if len(self.evidence) < MAX_EVIDENCE:
-            self.evidence.append(ev)
-            self.order.append(seq)
-            self.lines.append(ev.line)
+            at = len(self.order)
+            while at and self.order[at - 1] > seq:  # a line given later (a wrapper's) keeps log order
+                at -= 1
+            self.evidence.insert(at, ev)
+            self.order.insert(at, seq)
+            self.lines.insert(at, ev.line)
 
     def absorb(self, other: _Hit) -> None:
         """Take another hit's lines (the same error seen from another line or file); a line both matched
@@ -197,7 +203,8 @@ class _Hit:
         have = {(e.file, e.line) for e in self.evidence}
         theirs = [t for t in zip(other.order, other.evidence, other.lines, strict=True)
                   if (t[1].file, t[1].line) not in have]
-        triples = sorted([*zip(self.order, self.evidence, self.lines, strict=True), *theirs], key=lambda t: t[0])
+        mine = zip(self.order, self.evidence, self.lines, strict=True)
+        triples = sorted([*mine, *theirs], key=lambda t: t[0])
         self.order = [t[0] for t in triples[:MAX_EVIDENCE]]
         self.evidence = [t[1] for t in triples[:MAX_EVIDENCE]]
         self.lines = [t[2] for t in triples[:MAX_EVIDENCE]]
@@ -272,8 +279,8 @@ class _Catalog:
                 self._entries[key] = Entry.model_construct(
                     id=f"code-unknown-{key[1]}", code="{code}", family="code", kind="fault", title="",
                     patterns=[],
-                    causes=["a code missing from the vendor lists this tool was built from (a newer or older CANN "
-                            "version); the message printed with it says what failed"],
+                    causes=["a code missing from the vendor lists this tool was built from (a newer or older "
+                            "CANN version); the message printed with it says what failed"],
                     fix="Read the message after the code and look the code up in the error code reference of "
                     "the installed CANN version (the sources below), or in `grep -r CODE` of its plogs.",
                     check_ids=[], sources=list(index), examples=[], layer="runtime", explained_by=[],
@@ -389,9 +396,8 @@ class Scanner:
 
     def finish_progress(self) -> None:
         if self._progress is not None and self._progressed:
-            self._progress(
-                f"diagnose: done, {self.bytes / (1 << 20):,.0f} MiB in {time.monotonic() - self._started:.1f} s"
-            )
+            took = time.monotonic() - self._started
+            self._progress(f"diagnose: done, {self.bytes / (1 << 20):,.0f} MiB in {took:.1f} s")
 
     def _block(self, block: bytes, lineno: int, state: _FileState) -> int:
         """Match the lines of `block` (whole lines, ending in a newline); returns its line count."""
@@ -615,36 +621,55 @@ def _is_catch_all(h: _Hit) -> bool:
 
 
 def _drop_envelopes(hits: list[_Hit]) -> list[_Hit]:
-    """A wrapper (a call that failed with a code, a Python exception) is evidence of the specific finding
-    of the same actor, or of the same error report when its line names none; the Python catch-all also
-    gives way to any specific failure elsewhere in the logs. With nothing else to explain the log, it
-    stands as the finding."""
+    """A wrapper (a call that failed with a code, a plog ERROR line, a Python exception) is evidence of the
+    specific finding of the same actor, or of the same error report when its line names none; the Python
+    catch-all also gives way to any specific failure elsewhere in the logs. With nothing else to explain
+    the log, it stands as the finding."""
     specific = [h for h in hits if h.kind != "wrapper"]
+    claimed = {(e.file, e.line) for h in specific for e in h.evidence}
     wrappers = [h for h in hits if h.kind == "wrapper" and not _is_catch_all(h)]
     catch_all = [h for h in hits if _is_catch_all(h)]
-    kept_wrappers: list[_Hit] = []
-    for w in wrappers:
-        host = _owner_of(w, specific)
-        if host is not None:
-            host.absorb(w)
-        else:
-            kept_wrappers.append(w)
-    faults = [h for h in specific if h.kind == "fault"]
     kept: list[_Hit] = []
+    for w in wrappers:
+        if not _distribute(w, specific, claimed):
+            kept.append(w)
+    faults = [h for h in specific if h.kind == "fault"]
     for c in catch_all:
-        host = _owner_of(c, specific + kept_wrappers)
-        if host is not None:
-            host.absorb(c)
-        elif not faults:
+        if not _distribute(c, specific + kept, claimed) and not faults:
             kept.append(c)
-    return specific + kept_wrappers + kept
+    return specific + kept
 
 
-def _owner_of(w: _Hit, candidates: list[_Hit]) -> _Hit | None:
-    same = [h for h in candidates if w.actor is not None and h.actor == w.actor]
-    if not same:
-        same = [h for h in candidates if (w.actor is None or h.actor is None) and _near(h, w)]
-    return min(same, key=lambda h: h.seq) if same else None
+def _compatible(a: Actor | None, b: Actor | None) -> bool:
+    """Could be one process: the same actor, an unknown one, or two names of different kinds (the pid a
+    line names may be the rank another line names) - never two different ranks or devices."""
+    return a is None or b is None or a == b or a[0] != b[0]
+
+
+def _owners(w: _Hit, candidates: list[_Hit]) -> list[_Hit]:
+    return [h for h in candidates if (w.actor is not None and h.actor == w.actor)
+            or (_compatible(w.actor, h.actor) and _near(h, w))]
+
+
+def _distribute(w: _Hit, candidates: list[_Hit], claimed: set[tuple[str, int]]) -> bool:
+    """Give each of w's lines that no finding shows yet to the owner whose lines are nearest (the one
+    before it first); False when w has no owner."""
+    owners = _owners(w, candidates)
+    if not owners:
+        return False
+    for seq, ev, line in zip(w.order, w.evidence, w.lines, strict=True):
+        if (ev.file, ev.line) in claimed:
+            continue
+        same_file = [h for h in owners if h.evidence and h.evidence[0].file == ev.file] or owners
+
+        def distance(h: _Hit, line: int = line) -> tuple[int, int]:
+            before = [line - x for x in h.lines if x <= line]
+            return (min(before), 0) if before else (min(abs(x - line) for x in h.lines), 1)
+
+        host = min(same_file, key=lambda h: (distance(h)[1], distance(h)[0]))
+        host.add(ev, seq)
+        claimed.add((ev.file, ev.line))
+    return True
 
 
 # ---------------------------------------------------------------- the first failure
@@ -715,7 +740,7 @@ def _with_roles(hits: list[_Hit]) -> list[Finding]:
         if earlier is not None:
             cause_of[id(h)] = earlier
         elif first_fault is not None and first_fault.actor != h.actor:
-            cause_of[id(h)] = first_fault  # its order is unknown (no timestamps across files): it is the failure
+            cause_of[id(h)] = first_fault  # order unknown (no timestamps across files): it is the failure
         elif first_fault is None and h is not first_remote and first_remote is not None:
             cause_of[id(h)] = first_remote
     # a consequence is listed after what it follows

@@ -56,9 +56,12 @@ def test_json_output_has_the_published_shape(runner, failed_log):
     [finding] = report["findings"]
     assert {"code", "title", "causes", "fix", "check_ids", "evidence", "role", "rank"} <= set(finding)
     assert finding["code"] == "EI0006" and finding["role"] == "cause" and finding["rank"] == 1
-    assert finding["evidence"] == [
-        {"file": str(failed_log), "line": 4, "text": read_sample(EI0006_SAMPLE).splitlines()[3]}
-    ]
+    # one finding with every line of the error: the HcclAllreduce RuntimeError, torch_npu's ERR01100 line
+    # and the EI0006 detail, in log order, counted
+    lines = read_sample(EI0006_SAMPLE).splitlines()
+    shown = [{"file": str(failed_log), "line": n, "text": lines[n - 1]} for n in (2, 3, 4)]
+    assert finding["evidence"] == shown
+    assert finding["matches"] == 3 and finding["layer"] == "hccl"
     assert "hccl.tls" in finding["check_ids"] and finding["sources"][0] == "vllm-project/vllm-ascend#486"
 
 

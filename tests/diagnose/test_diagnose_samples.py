@@ -16,7 +16,9 @@ DATA = Path(__file__).with_name("data")
 EXPECTED = {
     "error_hccl_EI0006-getting-socket-timeout_vllm-ascend-486.txt": {
         "EI0006": [
-            (4, "[rank1]: EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out.")
+            (2, "[rank1]: RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function"),
+            (3, "ERR01100 OPS call acl api failed."),
+            (4, "[rank1]: EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out."),
         ],
     },
     "error_npu-smi_dcmi-8020-device-used_cann-container-image-46.txt": {
@@ -32,6 +34,7 @@ EXPECTED = {
         "EE8888": [
             (3, "FuncErrorReason:report error module_type=3, module_name=EE8888"),
             (6, "GetDevErrMsg:report error module_type=3, module_name=EE8888"),
+            (8, "GetDevMsg:Failed to GetDeviceErrMsg, retCode=0x7070001."),  # the plog line under it
         ],
     },
     "error_torch-npu_507033-E30006-OPP-verify-failed_vllm-ascend-4284.txt": {

@@ -34,14 +34,43 @@ def test_line_numbers_survive_chunk_boundaries(monkeypatch, chunk):
     assert report.lines == 200
 
 
-def test_binary_and_non_utf8_bytes_do_not_crash():
+def test_non_utf8_bytes_and_late_nul_bytes_do_not_crash():
+    # a log with bytes that are not UTF-8, and NUL bytes past the first 8 KiB (a file system that lost the
+    # tail of a log after a crash fills it with zeros): read, not refused
     data = (
-        b"\x00\xff\xfe garbage \x80\x81\n" + bytes(range(256)) + b"\n" + b"\xc3(" + LIBHCCL.encode() + b"\n"
+        b"\xff\xfe garbage \x80\x81\n" + b"x" * scan.SNIFF_BYTES + b"\n" + bytes(range(256)) + b"\n"
+        + b"\xc3(" + LIBHCCL.encode() + b"\n"
     )
     report = _scan_bytes(data)
     [finding] = report.findings
-    assert finding.code == "libhccl.so" and finding.evidence[0].line == 4  # bytes(range(256)) holds a \n
+    assert finding.code == "libhccl.so" and finding.evidence[0].line == 5  # bytes(range(256)) holds a \n
     assert finding.evidence[0].text.startswith("\ufffd(ImportError")
+
+
+@pytest.mark.parametrize(
+    ("head", "says"),
+    [
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00", "binary file"),  # a core dump or an executable
+        (b"\x1f\x8b\x08\x00", "gzip-compressed"),  # plog-123.log.gz from a support bundle
+    ],
+)
+def test_a_named_binary_file_is_refused_naming_it(tmp_path, head, says):
+    path = tmp_path / "core.1234"
+    path.write_bytes(head + LIBHCCL.encode() + b"\n")
+    with pytest.raises(ConfigError, match=f"{path}: (?:a )?{says}") as err:
+        diagnose_paths([path])
+    assert err.value.hint
+
+
+def test_a_directory_walk_skips_binary_files_and_says_so(tmp_path):
+    (tmp_path / "model.log").write_bytes(b"\x00\x01" * 100)
+    (tmp_path / "train.log").write_text(LIBHCCL + "\n")
+    said: list[str] = []
+    report = diagnose_paths([tmp_path], progress=said.append)
+    assert report.files == [str(tmp_path / "train.log")] and report.skipped == [str(tmp_path / "model.log")]
+    assert [f.code for f in report.findings] == ["libhccl.so"]
+    assert said == [f"diagnose: skipped {tmp_path / 'model.log'}: binary file (NUL bytes in its first 8192 "
+                    "bytes), not a log"]
 
 
 def test_crlf_and_a_last_line_without_newline():
