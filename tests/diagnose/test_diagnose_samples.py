@@ -16,7 +16,7 @@ DATA = Path(__file__).with_name("data")
 EXPECTED = {
     "error_hccl_EI0006-getting-socket-timeout_vllm-ascend-486.txt": {
         "EI0006": [
-            (2, "[rank1]: RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function"),
+            (2, "[rank1]: RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS"),
             (3, "ERR01100 OPS call acl api failed."),
             (4, "[rank1]: EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out."),
         ],

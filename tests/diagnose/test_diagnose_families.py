@@ -1,0 +1,204 @@
+"""Every log family on real lines (tests/diagnose/data/real/, cited in data/README.md), at least two
+wordings where two exist: what each gives, its role, and what it follows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ascend_ready.checks.diagnose import diagnose_paths
+
+REAL = Path(__file__).with_name("data") / "real"
+
+
+def _diagnose(tmp_path: Path, lines: list[str], name: str = "job.log"):
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return diagnose_paths([path])
+
+
+def _summary(report) -> list[tuple]:
+    return [(f.code, f.role, f.caused_by) for f in report.findings]
+
+
+# file -> [(code, role, caused_by)], in the order the report lists them
+EXPECTED = {
+    # HCCP: the last training process still holds the device; the ERR02200 line, the RuntimeError and the
+    # TraceBack under EJ0001 are its evidence, not findings of their own
+    "ej0001_llamafactory-3839.log": [("EJ0001", "cause", None)],
+    "ej0001_verl-332.log": [("EJ0001", "cause", None)],
+    # the device's exception record is the first failure; the runtime code and the EZ9999 envelope repeat it
+    "507035_ez9999_vllm-ascend-6359.log": [
+        ("aivec exception", "cause", None),
+        ("507035", "consequence", "aivec exception on device 0"),
+        ("EZ9999", "consequence", "aivec exception on device 0"),
+    ],
+    "507034_vllm-ascend-14802.log": [("507034", "cause", None), ("EE9999", "consequence", "507034")],
+    "mte_out_of_range_vllm-ascend-7676.log": [
+        ("MTE out of range", "cause", None),
+        ("aivector exception", "consequence", "MTE out of range on pid 16884"),
+    ],
+    # the HCCL notify wait is the first failure, the runtime's generic task timeout its consequence
+    "ei0002_507048_vllm-ascend-1443.log": [
+        ("EI0002", "cause", None),
+        ("507048", "consequence", "EI0002 on rank 8"),
+    ],
+    "107020_vllm-ascend-14214.log": [("107020", "cause", None), ("EE9999", "consequence", "107020 on device 5")],
+    "tbe_common_pytorch-29.log": [("tbe", "cause", None)],
+    "atb_setup_vllm-ascend-393.log": [("ATB setup", "cause", None)],
+    "atb_setup_vllm-ascend-6842.log": [("ATB setup", "cause", None)],
+    "oom_sglang-29838.log": [("NPU out of memory", "cause", None)],
+    "oom_fla-npu-149.log": [("NPU out of memory", "cause", None)],
+    "dmesg_oom_tranx-41.log": [("OOM killer", "cause", None)],
+    "libatb_paddle-69146.log": [("libatb.so", "cause", None)],
+}
+
+
+def test_every_real_log_has_an_expectation():
+    assert sorted(p.name for p in REAL.glob("*.log")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_log_gives_its_cause(name):
+    report = diagnose_paths([REAL / name])
+    assert _summary(report) == EXPECTED[name], [(f.code, f.role, f.caused_by, f.actor) for f in report.findings]
+
+
+def test_one_error_is_one_finding_with_all_its_lines():
+    # vllm-ascend#6359: `EZ9999: Inner Error!` (no pid) and `EZ9999[PID: 1878198] ...` are one error
+    report = diagnose_paths([REAL / "507035_ez9999_vllm-ascend-6359.log"])
+    ez = next(f for f in report.findings if f.code == "EZ9999")
+    assert [e.line for e in ez.evidence] == [7, 8] and ez.matches == 2
+    assert ez.evidence[0].text.endswith("EZ9999: Inner Error!")
+    # the RuntimeError and torch_npu's ERR00100 line are the runtime code's evidence, not a finding
+    runtime = next(f for f in report.findings if f.code == "507035")
+    assert [e.line for e in runtime.evidence] == [3, 4]
+    assert not any(f.code in ("RuntimeError", "ERR00100") for f in report.findings)
+
+
+def test_the_cann_stack_under_an_error_is_its_evidence():
+    report = diagnose_paths([REAL / "ej0001_llamafactory-3839.log"])
+    [finding] = report.findings
+    # RuntimeError, ERR02200, EJ0001, then the TraceBack's [FUNC:...] lines
+    assert [e.line for e in finding.evidence] == [3, 4, 5, 8, 9, 10, 11, 12] and finding.matches == 8
+    assert "Fail to get sq reg virtual addr" in finding.evidence[4].text
+    assert finding.check_ids == ["npu.processes"] and "10 s" in finding.fix
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        # NPU out of memory in its wordings: torch_npu's RuntimeError (vllm-ascend#19), torch 2.5's
+        # OutOfMemoryError (sglang#29838), the bare allocator message (flash-linear-attention-npu#149)
+        ("RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity; "
+         "10.24 GiB already allocated; 10.24 GiB current active; 19.52 MiB free; 10.65 GiB reserved in total "
+         "by PyTorch)", "NPU out of memory"),
+        ("torch.OutOfMemoryError: NPU out of memory. Tried to allocate 72.00 MiB (NPU 0; 61.27 GiB total "
+         "capacity; 56.05 GiB already allocated)", "NPU out of memory"),
+        ("NPU out of memory. Tried to allocate more than 1EB memory", "NPU out of memory"),
+        # any CANN / driver / NNAL library the loader cannot find, named: npu-smi without the driver's
+        # libraries (the shape of issue 21's report), libatb for Paddle (Paddle#69146), libhccl (MinerU#2537)
+        ("npu-smi: error while loading shared libraries: libc_sec.so: cannot open shared object file: No such "
+         "file or directory", "libc_sec.so"),
+        ("ValueError: (InvalidArgument) Fail to open library: /x/libpaddle-custom-npu.so with error: libatb.so: "
+         "cannot open shared object file: No such file or directory", "libatb.so"),
+        ("90.61 ImportError: libhccl.so: cannot open shared object file: No such file or directory", "libhccl.so"),
+        ("OSError: libascend_hal.so: cannot open shared object file: No such file or directory",
+         "libascend_hal.so"),
+        ("ImportError: /usr/local/Ascend/ascend-toolkit/latest/lib64/libopapi.so: cannot open shared object "
+         "file: No such file or directory", "libopapi.so"),
+        # the device's exception record in its wordings (the vendor's AI Core Error page; vllm-ascend#6359;
+        # #5509) and the runtime's reason line (Ascend/pytorch#66)
+        ("EZ9999: The error from device(chipId:4, dieId:0), serial number is 2, there is an aivec error "
+         "exception, core id is 11, error code = 0x10", "aivec exception"),
+        ("        The error from device(chipId:0, dieId:0), serial number is 10, there is an exception of "
+         "fftsplus aivector error, core id is 8, error code = 0", "aivector exception"),
+        ("        rtDeviceSynchronizeWithTimeout execute failed, reason=[vector core exception][FUNC:FuncError"
+         "Reason][FILE:error_message_manage.cc][LINE:53]", "vector core exception"),
+        # the HCCL plog's root-info detection (HCCL's rank_info_detect.cc messages)
+        ("[ERROR] HCCL(7988,all_reduce_test):2025-03-19-04:16:13.978.979 [rank_info_detect.cc:143] "
+         "[RankInfoDetect::SetupAgent] get hostIp fail.", "RankInfoDetect"),
+        # the kernel's OOM killer: dmesg's two clocks (pcyin/tranX#41, equinor/ert#7797)
+        ("[2059991.491542] Out of memory: Killed process 25315 (python3) total-vm:53312244kB", "OOM killer"),
+        ("2024-04-29T14:55:41,679700+02:00 Out of memory: Killed process 1440763 (perl) total-vm:87033376kB",
+         "OOM killer"),
+        ("bash: npu-smi: command not found", "npu-smi"),
+    ],
+)
+def test_family_wordings(tmp_path, line, code):
+    report = _diagnose(tmp_path, ["step 1 loss 0.5", line])
+    first, *rest = report.findings
+    assert (first.code, first.role, first.evidence[0].line) == (code, "cause", 2)
+    # the same line read as an envelope (EZ9999 around a device record) follows it
+    assert all(f.role == "consequence" and f.caused_by == code for f in rest)
+
+
+def test_a_documented_code_no_entry_names_gets_its_family_meaning(tmp_path):
+    # EI0013 (Execution_Error_ROCE_CQE) and 507056 have no signature entry of their own here; the vendor
+    # lists name them
+    report = _diagnose(tmp_path, [
+        "[rank2]: EI0013: [PID: 7] 2025-06-01-10:00:00.000.001 An error CQE occurred during operator execution.",
+        "[rank3]: RuntimeError: NPU function error: aclrtSynchronizeStream, error code is 507016",
+    ])
+    ei, rt = report.findings
+    assert (ei.code, ei.id, ei.rank) == ("EI0013", "code-cann-hccl", 2)
+    assert ei.title == "HCCL (collective communication) error EI0013: Execution Error ROCE CQE"
+    assert "hccl.net_health" in ei.check_ids and ei.sources[0].startswith("https://github.com/hicann/runtime/")
+    assert (rt.code, rt.id, rt.layer) == ("507016", "code-acl-internal", "device")
+    assert rt.title.startswith("ACL_ERROR_RT_AICORE_TRAP_EXCEPTION: aicore trap exception")
+
+
+def test_an_undocumented_code_is_still_reported(tmp_path):
+    report = _diagnose(tmp_path, [
+        "EX1234: [PID: 9] 2026-01-01-00:00:00.000.000 Something new went wrong.",
+        "EI0999: [PID: 9] 2026-01-01-00:00:01.000.000 A newer HCCL code.",
+        "RuntimeError: NPU function error: aclrtFoo, error code is 507999",
+    ])
+    assert [(f.code, f.title) for f in report.findings] == [
+        ("EX1234", "unknown CANN code EX1234"),
+        ("EI0999", "unknown CANN code EI0999 (HCCL (collective communication))"),
+        ("507999", "unknown ACL return code 507999 (ACL/runtime return code (internal or device failure))"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "commit E10001a3 of the model repo",  # inside a word
+        "0xE10001 is no code",  # a hex number
+        "E1201 10:51:32.852000 14023 torch/distributed/elastic/multiprocessing/api.py:1002] healthy glog line",
+        "loading /models/E10002.bin",  # a path
+        "error code is 6",  # HCCL's own code, no ACL return code
+        "sha: 3fE30006bd",
+    ],
+)
+def test_code_lookalikes_are_no_findings(tmp_path, line):
+    assert _diagnose(tmp_path, [line]).findings == []
+
+
+def test_a_python_exception_is_evidence_of_the_code_it_carries(tmp_path):
+    # Ascend/pytorch#54: the RuntimeError carries no code; EI9999 under it says what failed
+    report = _diagnose(tmp_path, [
+        "RuntimeError: ACL stream synchronize failed.",
+        "EI9999: Inner Error!",
+        "EI9999: 2024-10-21-10:42:00.358.410  The error from device(chipId:3, dieId:0), serial number is 9, "
+        "hccl fftsplus task timeout occurred during task execution, stream_id:5, sq_id:5, task_id:38827",
+    ])
+    [finding] = report.findings
+    assert finding.code == "EI9999" and [e.line for e in finding.evidence] == [1, 2, 3]
+
+
+def test_a_python_exception_alone_is_the_finding(tmp_path):
+    report = _diagnose(tmp_path, ["Traceback (most recent call last):", "KeyError: 'decoder.layers.0.weight'"])
+    assert [(f.code, f.role) for f in report.findings] == [("KeyError", "cause")]
+
+
+def test_another_packages_missing_symbol_is_no_finding(tmp_path):
+    # Ascend/pytorch#10: bitsandbytes' CPU build on an NPU host, the training ran
+    line = ("OSError: /envs/NPU/lib/python3.9/site-packages/bitsandbytes/libbitsandbytes_cpu.so: undefined "
+            "symbol: cadam32bit_grad_fp32")
+    assert [f.code for f in _diagnose(tmp_path, [line]).findings] == ["OSError"]  # only the catch-all
+    torch_npu = ("ImportError: /usr/local/python3.10.14/lib/python3.10/site-packages/torch_npu/lib/"
+                 "libtorch_npu.so: undefined symbol: _ZN3atb15CreateOperation")
+    assert [f.code for f in _diagnose(tmp_path, [torch_npu]).findings] == ["undefined symbol"]
