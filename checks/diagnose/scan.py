@@ -222,6 +222,7 @@ class _FileState:
     actor: Actor | None
     node: str | None
     waiting: list[_Hit] = field(default_factory=list)  # hits whose first line had no timestamp
+    anonymous: list[_Hit] = field(default_factory=list)  # hits whose first line named no actor
     last_hit: _Hit | None = None  # the hit the last matched line went to (CANN stack lines join it)
     last_line: int = 0
 
@@ -435,6 +436,17 @@ class Scanner:
         elif state.waiting:
             state.waiting = [h for h in state.waiting if lineno - h.first_line < TS_LOOKAHEAD]
         ctx: dict = {}
+        if state.anonymous:
+            # torch_npu prints its RuntimeError first and the `(PID:p, Device:d, RankID:r)` line under it;
+            # a `[rankN]:` line is another stream (torchrun prefixes every line of a rank)
+            named = None if _RANK_PREFIX_RE.match(text) else _line_actor(text)
+            if named is not None:
+                for hit in state.anonymous:
+                    if lineno - hit.first_line <= TS_LOOKAHEAD:
+                        hit.actor = named
+                state.anonymous.clear()
+            else:
+                state.anonymous = [h for h in state.anonymous if lineno - h.first_line < TS_LOOKAHEAD]
         codes_here: set[str] = set()
         matched = False
         for entry, patterns in self._entries:
@@ -484,6 +496,8 @@ class Scanner:
                 hit.ts, hit.ts_text = ctx["stamp"]
             else:
                 state.waiting.append(hit)
+            if actor is None:
+                state.anonymous.append(hit)
         self._seq += 1
         hit.add(Evidence(file=state.name, line=lineno, text=_shown(text, at)), self._seq)
         state.last_hit, state.last_line = hit, lineno

@@ -14,6 +14,7 @@ from pathlib import Path
 from sample_support import read_sample
 
 from ascend_ready.checks.diagnose import diagnose_paths
+from ascend_ready.training import launch
 
 DATA = Path(__file__).with_name("data")
 TIMEOUT_RANKS = (0, 1, 2, 4, 5, 6, 7)
@@ -139,3 +140,103 @@ def test_plog_pids_are_mapped_to_ranks(tmp_path):
         ("EI0006", "rank 5", "consequence", "107001 on rank 5"),
     ]
     assert report.findings[0].evidence[0].file == str(plog)
+
+
+# --------------------------------------------------------------- the first failure across ranks and layers
+REAL = DATA / "real"
+CAPTURES = Path(__file__).parents[1] / "training" / "multinode_captures"
+
+
+def _real(name: str) -> list[str]:
+    return (REAL / name).read_text().splitlines()
+
+
+def test_a_notify_wait_is_the_first_failure_and_the_task_timeout_its_consequence(tmp_path):
+    """vllm-ascend#14214's 107020 RuntimeError as torch_npu prints it first, then the EI0002 record CANN
+    prints under it (vllm-ascend#1443), in one rank's output: the notify wait is the cause whatever the
+    line order, the generic task timeout says it follows it."""
+    rt_line = _real("107020_vllm-ascend-14214.log")[2].split("[multiproc_executor.py:945] ", 1)[1]
+    pta, ei0002 = (
+        line.removeprefix("(train pid=8464) ") for line in _real("ei0002_507048_vllm-ascend-1443.log")[5:9:3]
+    )
+    log = tmp_path / "rank8.log"
+    log.write_text("\n".join([rt_line, pta, ei0002]) + "\n")
+    first, second = diagnose_paths([log]).findings
+    assert (first.code, first.role, first.rank) == ("EI0002", "cause", 8)
+    assert (second.code, second.role, second.caused_by) == ("107020", "consequence", "EI0002 on rank 8")
+
+
+def test_a_timeout_on_another_rank_follows_the_first_failure_by_time(tmp_path):
+    """Two ranks' files: rank 3's notify wait at 10:45:23, rank 5's task timeout at 10:46:01, read in the
+    other order: the timestamps decide, and the timeout names what it follows."""
+    ei0002 = _real("ei0002_507048_vllm-ascend-1443.log")[8].removeprefix("(train pid=8464) ")
+    rt = _real("107020_vllm-ascend-14214.log")[2:4]
+    (tmp_path / "a_rank5.log").write_text(
+        "\n".join(
+            line.split("[multiproc_executor.py:945] ", 1)[1].replace("15:31:21", "10:46:01")
+            .replace("2026-08-13", "2025-06-25").replace("RankID:-1", "RankID:5")
+            for line in rt
+        ) + "\n"
+    )
+    pta = "[ERROR] 2025-06-25-10:45:23 (PID:13073, Device:3, RankID:3) ERR00100 PTA call acl api failed"
+    (tmp_path / "b_rank3.log").write_text(ei0002.replace("PID: 13075", "PID: 13073") + "\n" + pta + "\n")
+    report = diagnose_paths([tmp_path])
+    assert [(f.code, f.rank, f.role, f.caused_by) for f in report.findings] == [
+        ("EI0002", 3, "cause", None),
+        ("107020", 5, "consequence", "EI0002 on rank 3"),
+    ]
+
+
+def test_without_timestamps_the_lower_layer_comes_first_across_files(tmp_path):
+    (tmp_path / "a_host.log").write_text("RuntimeError: ACL stream synchronize failed, error code:507015\n")
+    (tmp_path / "b_device.log").write_text(
+        "        The error from device(chipId:0, dieId:0), serial number is 10, there is an exception of "
+        "fftsplus aivector error, core id is 8\n"
+    )
+    report = diagnose_paths([tmp_path])
+    assert [(f.code, f.layer, f.role) for f in report.findings] == [
+        ("aivector exception", "device", "cause"),
+        ("507015", "runtime", "consequence"),
+    ]
+
+
+def test_a_killed_worker_on_another_node_is_the_cause_of_the_lost_peer(tmp_path):
+    """Three nodes, the launcher's log directory (<host>.log per node, launch.txt): node03's worker was
+    SIGKILLed (torchrun's real output), node01's and node02's rank saw the peer go (gloo's real error).
+    The kill on node03 is the cause; the gloo errors of rank 0 and rank 1 follow it."""
+    killed = (CAPTURES / "torchrun-worker-sigkilled.txt").read_text()
+    lost = (CAPTURES / "torchrun-gloo-peer-lost.txt").read_text()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "launch.txt").write_text("torchrun --nnodes=3 --node-rank=0 ... HCCL_CONNECT_TIMEOUT=1800\n")
+    (logs / "node01.log").write_text(lost)
+    (logs / "node02.log").write_text(lost.replace("[rank0]", "[rank1]"))
+    (logs / "node03.log").write_text(killed)
+    text = launch.explain_failure([logs], hosts=["node01", "node02", "node03"])
+    assert "1. [cause] SIGKILL on node03: A worker process was killed (SIGKILL, exit code -9 / 137)" in text
+    assert "2. [consequence of SIGKILL on node03] gloo::IoException on rank 0 on node01:" in text
+    assert "3. [consequence of SIGKILL on node03] gloo::IoException on rank 1 on node02:" in text
+    assert "node03.log:33:   traceback : Signal 9 (SIGKILL) received by PID 14026" in text
+    assert text.count("RuntimeError") == 2  # as the gloo findings' evidence, never a finding
+
+
+def test_the_launchers_final_error_line_names_the_killed_node(tmp_path):
+    log = tmp_path / "console.txt"
+    log.write_text(
+        "[node01] [rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+        "pair.cc:553] Connection closed by peer [127.0.0.1]:21692.\n"
+        "error: the job failed on node03: Signal 9 (SIGKILL) received by PID 14026\n"
+    )
+    gloo, kill = diagnose_paths([log]).findings
+    assert (kill.code, kill.actor, kill.node, kill.role) == ("SIGKILL", "node03", "node03", "cause")
+    assert (gloo.code, gloo.role, gloo.caused_by) == ("gloo::IoException", "consequence", "SIGKILL on node03")
+
+
+def test_the_oom_killer_explains_the_killed_worker(tmp_path):
+    (tmp_path / "node03.log").write_text((CAPTURES / "torchrun-worker-sigkilled.txt").read_text())
+    (tmp_path / "dmesg.txt").write_text("\n".join(_real("dmesg_oom_tranx-41.log")) + "\n")
+    report = diagnose_paths([tmp_path])
+    assert [(f.code, f.role, f.caused_by) for f in report.findings] == [
+        ("OOM killer", "cause", None),
+        ("SIGKILL", "consequence", "OOM killer"),
+    ]
