@@ -164,7 +164,7 @@ class _Defaults(dict):
         return "?"
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: two hits are never "equal"
 class _Hit:
     """A finding while the scan runs: keyed by entry, code and the actor as the line named it."""
 
@@ -374,14 +374,14 @@ class Scanner:
                 continue
             carry = buf[cut + 1 :]
             lineno += self._block(buf[: cut + 1], lineno, state)
-            self._tick()
+            self._tick(lineno)
         if first:
             self.files.append(name)  # an empty file was read
         if carry:
             lineno += self._block(carry + b"\n", lineno, state)
         self.lines += lineno
 
-    def _tick(self) -> None:
+    def _tick(self, lines_in_file: int) -> None:
         if self._progress is None:
             return
         now = time.monotonic()
@@ -389,16 +389,17 @@ class Scanner:
             return
         self._next_progress = now + PROGRESS_EVERY_S
         self._progressed = True
-        of = f" of {self._total / (1 << 20):,.0f} MiB" if self._total else ""
+        of = f" of {self._total / (1 << 20):,.1f} MiB" if self._total else ""
+        files = f"{len(self.files)} file{'s' if len(self.files) != 1 else ''}"
         self._progress(
-            f"diagnose: {self.bytes / (1 << 20):,.0f} MiB{of} read ({len(self.files)} file"
-            f"{'s' if len(self.files) != 1 else ''}, {self.lines:,} lines done), {now - self._started:.0f} s"
+            f"diagnose: {self.bytes / (1 << 20):,.1f} MiB{of} read ({files}, {self.lines + lines_in_file:,} "
+            f"lines), {now - self._started:.0f} s"
         )
 
     def finish_progress(self) -> None:
         if self._progress is not None and self._progressed:
             took = time.monotonic() - self._started
-            self._progress(f"diagnose: done, {self.bytes / (1 << 20):,.0f} MiB in {took:.1f} s")
+            self._progress(f"diagnose: done, {self.bytes / (1 << 20):,.1f} MiB in {took:.1f} s")
 
     def _block(self, block: bytes, lineno: int, state: _FileState) -> int:
         """Match the lines of `block` (whole lines, ending in a newline); returns its line count."""
@@ -759,14 +760,19 @@ def _with_roles(hits: list[_Hit]) -> list[Finding]:
             cause_of[id(h)] = first_remote
     # a consequence is listed after what it follows
     ordered: list[_Hit] = []
+    placed: set[int] = set()
+    followers: dict[int, list[_Hit]] = {}
+    for g in hits:
+        if id(g) in explained:
+            followers.setdefault(id(cause_of[id(g)]), []).append(g)
     for h in hits:
-        if h in ordered:
-            continue
-        if id(h) in explained and cause_of[id(h)] not in ordered:
-            continue  # placed right after its cause below
-        ordered.append(h)
-        ordered.extend(g for g in hits if id(g) in explained and cause_of[id(g)] is h and g not in ordered)
-    ordered += [h for h in hits if h not in ordered]
+        if id(h) in placed or (id(h) in explained and id(cause_of[id(h)]) not in placed):
+            continue  # placed right after its cause
+        for g in (h, *followers.get(id(h), ())):
+            if id(g) not in placed:
+                ordered.append(g)
+                placed.add(id(g))
+    ordered += [h for h in hits if id(h) not in placed]
     out = []
     for h in ordered:
         cause = cause_of.get(id(h))

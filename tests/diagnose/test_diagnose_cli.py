@@ -111,3 +111,33 @@ def test_collect_plogs_saves_the_newest_plog_tails(runner, tmp_path, monkeypatch
     result = runner.invoke(main, ["diagnose", str(host_dir / "plogs.out"), "--format", "json"])
     assert result.exit_code == 1
     assert [f["code"] for f in json.loads(result.stdout)["findings"]] == ["107001"]
+
+
+def test_a_binary_file_is_refused_naming_it_and_nothing_is_written(runner, tmp_path):
+    core = tmp_path / "core.4242"
+    core.write_bytes(b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 64 + b"EI0006: in the middle of a core dump\n")
+    result = runner.invoke(main, ["diagnose", str(core), "--format", "json"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {core}: binary file (NUL bytes in its first 8192 bytes), not a log\n")
+    assert "\nhint: " in result.stderr and "Traceback" not in result.output
+    assert result.stdout == ""
+
+
+def test_long_scans_print_progress_on_stderr_even_without_a_tty(runner, failed_log, monkeypatch):
+    from ascend_ready.checks.diagnose import scan
+
+    monkeypatch.setattr(scan, "PROGRESS_AFTER_S", 0.0)  # every chunk is "late": one line per chunk read
+    monkeypatch.setattr(scan, "PROGRESS_EVERY_S", 0.0)
+    result = runner.invoke(main, ["diagnose", str(failed_log), "--format", "json"])
+    assert result.exit_code == 1
+    progress = result.stderr.splitlines()
+    assert progress[0].startswith("diagnose: 0.0 MiB of 0.0 MiB read (1 file, 4 lines), ")
+    assert progress[-1].startswith("diagnose: done, 0.0 MiB in ")
+    assert json.loads(result.stdout)["findings"][0]["code"] == "EI0006"  # stdout stays the report
+    quiet = runner.invoke(main, ["diagnose", str(failed_log), "--format", "json", "-q"])
+    assert quiet.exit_code == 1 and quiet.stderr == ""
+
+
+def test_short_scans_print_no_progress(runner, failed_log):
+    result = runner.invoke(main, ["diagnose", str(failed_log)])
+    assert result.exit_code == 1 and result.stderr == ""

@@ -8,8 +8,8 @@ import copy
 import pytest
 import yaml
 
-from ascend_ready.checks.diagnose import load_knowledge_base
-from ascend_ready.checks.diagnose.model import KB_FILE, KnowledgeBase
+from ascend_ready.checks.diagnose import diagnose_paths, load_knowledge_base
+from ascend_ready.checks.diagnose.model import CODES_FILE, KB_FILE, CodeBook, KnowledgeBase, load_code_book
 from ascend_ready.checks.registry import all_checks
 from ascend_ready.errors import ConfigError
 
@@ -76,3 +76,58 @@ def test_a_broken_file_is_a_config_error_with_field_messages(tmp_path):
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=r"entries\.1\.fix: Field required"):
         load_knowledge_base(path)
+
+
+# ---------------------------------------------------------------- the vendor's code lists (codes.yml)
+
+BOOK = load_code_book()
+
+
+def test_the_code_lists_are_complete_and_cited():
+    cann = {c for f in BOOK.cann for c in f.codes}
+    acl = {c for f in BOOK.acl for c in f.codes}
+    # the vendor's lists as extracted (hicann/runtime error_code.json + hicann/ge's registry; aclError)
+    assert len(cann) >= 540 and len(acl) >= 250
+    assert {"EI0002", "EI0006", "EJ0001", "EL0004", "EZ9999", "E30006", "EE1001", "E19999"} <= cann
+    assert {"107001", "107020", "507033", "507034", "507035", "507053", "507899", "100000", "145000"} <= acl
+    known = set(all_checks())
+    for fam in (*BOOK.cann, *BOOK.acl):
+        assert fam.sources and fam.causes and fam.fix and fam.meaning, fam.id
+        assert set(fam.check_ids) <= known, fam.id
+
+
+def _code_lines() -> list[tuple[str, str]]:
+    """Each documented code as logs print it: a CANN code as `CODE: [PID: p] <time> <message>`, an ACL code
+    as torch_npu's `NPU function error: ..., error code is CODE` and by its constant's name."""
+    lines = [(c, f"{c}: [PID: 4242] 2025-06-01-10:00:00.000.000 something failed") for f in BOOK.cann
+             for c in f.codes]
+    for fam in BOOK.acl:
+        for code, name in fam.codes.items():
+            lines.append((code, f"RuntimeError: call:x.cpp:1 NPU function error: aclrtFoo, error code is {code}"))
+            if name:
+                lines.append((code, f"[ERROR] aclFoo failed with {name}"))
+    return lines
+
+
+def test_every_documented_code_gets_a_finding_named_by_it(tmp_path):
+    # one rank per line: a finding of one code cannot hide another's
+    lines = _code_lines()
+    path = tmp_path / "codes.log"
+    path.write_text("".join(f"[rank{i}]: {line}\n" for i, (_code, line) in enumerate(lines)))
+    found: dict[int, set[str]] = {}
+    for f in diagnose_paths([path]).findings:
+        found.setdefault(f.rank, set()).add(f.code)
+    missed = [(code, line) for i, (code, line) in enumerate(lines) if code not in found.get(i, set())]
+    assert not missed, missed[:10]
+    assert len(lines) > 1000
+
+
+def test_a_code_book_with_a_code_outside_its_family_is_refused():
+    data = yaml.safe_load(CODES_FILE.read_text())
+    data["cann"][0]["codes"]["EI0001"] = "Misfiled"
+    with pytest.raises(ValueError, match="is not one of its codes"):
+        CodeBook.model_validate(data)
+    data = yaml.safe_load(CODES_FILE.read_text())
+    data["acl"][1]["prefixes"].append(data["acl"][0]["prefixes"][0])
+    with pytest.raises(ValueError, match="is already"):
+        CodeBook.model_validate(data)
