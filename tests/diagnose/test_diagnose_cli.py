@@ -118,7 +118,8 @@ def test_a_binary_file_is_refused_naming_it_and_nothing_is_written(runner, tmp_p
     core.write_bytes(b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 64 + b"EI0006: in the middle of a core dump\n")
     result = runner.invoke(main, ["diagnose", str(core), "--format", "json"])
     assert result.exit_code == 2
-    assert result.stderr.startswith(f"error: {core}: binary file (NUL bytes in its first 8192 bytes), not a log\n")
+    said = f"error: {core}: binary file (NUL bytes in its first 8192 bytes), not a log\n"
+    assert result.stderr.startswith(said)
     assert "\nhint: " in result.stderr and "Traceback" not in result.output
     assert result.stdout == ""
 

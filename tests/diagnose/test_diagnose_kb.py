@@ -103,7 +103,7 @@ def _code_lines() -> list[tuple[str, str]]:
              for c in f.codes]
     for fam in BOOK.acl:
         for code, name in fam.codes.items():
-            lines.append((code, f"RuntimeError: call:x.cpp:1 NPU function error: aclrtFoo, error code is {code}"))
+            lines.append((code, f"RuntimeError: x.cpp:1 NPU function error: aclrtFoo, error code is {code}"))
             if name:
                 lines.append((code, f"[ERROR] aclFoo failed with {name}"))
     return lines
