@@ -1,6 +1,7 @@
 """`ascend-check diagnose`: why a run failed, from its logs, CANN plogs and dmesg output.
 
-The knowledge base (signatures.yml) is data; scan.py streams the logs against it; nothing is sent anywhere.
+The knowledge base (signatures.yml) and the vendor's code lists (codes.yml) are data; scan.py streams the
+logs against them; nothing is sent anywhere.
 """
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ascend_ready.checks.diagnose.model import (
+    CodeBook,
     DiagnoseReport,
     Evidence,
     Finding,
     KnowledgeBase,
     json_schema,
+    load_code_book,
     load_knowledge_base,
 )
 from ascend_ready.checks.diagnose.render import render_json, render_table, render_text
@@ -20,6 +23,7 @@ from ascend_ready.checks.diagnose.scan import Scanner, diagnose_paths
 
 __all__ = [
     "PLOG_REQUEST",
+    "CodeBook",
     "DiagnoseReport",
     "Evidence",
     "Finding",
@@ -27,6 +31,7 @@ __all__ = [
     "Scanner",
     "diagnose_paths",
     "json_schema",
+    "load_code_book",
     "load_knowledge_base",
     "render_json",
     "render_table",

@@ -246,6 +246,19 @@ class CodeBook(_Model):
     def count(self) -> int:
         return sum(len(f.codes) for f in (*self.cann, *self.acl))
 
+    def example_lines(self) -> list[tuple[str, str]]:
+        """(code, line) for every documented code as logs print it: a CANN code as `CODE: [PID: p] <time>
+        <message>`, an ACL code as torch_npu's `NPU function error: ..., error code is CODE` and by its
+        constant's name. What the coverage test and benchmark feed `diagnose`."""
+        lines = [(c, f"{c}: [PID: 4242] 2025-06-01-10:00:00.000.000 something failed")
+                 for fam in self.cann for c in fam.codes]
+        for fam in self.acl:
+            for code, name in fam.codes.items():
+                lines.append((code, f"RuntimeError: x.cpp:1 NPU function error: aclrtX, error code is {code}"))
+                if name:
+                    lines.append((code, f"[ERROR] aclFoo failed with {name}"))
+        return lines
+
 
 @lru_cache(maxsize=4)
 def load_code_book(path: Path = CODES_FILE) -> CodeBook:

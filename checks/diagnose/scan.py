@@ -238,15 +238,14 @@ class _Catalog:
         self._entries: dict[tuple[str, str], Entry] = {}
 
     def codes_in(self, text: str) -> list[str]:
-        found: list[str] = []
-        if "E" in text:
-            found += _CANN_CODE_RE.findall(text)
-        for m in self._acl_re.finditer(text):
-            if self.book.family(m[1]) is not None:  # another number after `error code is` is no ACL code
-                found.append(m[1])
+        found = _CANN_CODE_RE.findall(text)
+        m = self._acl_re.search(text)
+        if m is not None:
+            # another number after `error code is` (HCCL's own codes) is no ACL code
+            found += [n for n in self._acl_re.findall(text) if self.book.family(n) is not None]
         if "ACL_ERROR_" in text:
             found += [self._names[n] for n in _ACL_NAME_RE.findall(text) if n in self._names]
-        return list(dict.fromkeys(found))
+        return list(dict.fromkeys(found)) if len(found) > 1 else found
 
     def describe(self, code: str) -> tuple[Entry, str, str]:
         """(the family's entry, the finding's title, its kind) for a code."""
@@ -316,6 +315,18 @@ class Scanner:
             )
             for e in self.kb.entries
         ]
+        # Which entries a line can match, from the literals their patterns require: one `in` test per
+        # distinct literal, and the entries of the literals found (in knowledge-base order); an entry with a
+        # pattern that requires none is always tried.
+        self._by_literal: dict[str, set[int]] = {}
+        self._always: set[int] = set()
+        for i, (_e, patterns) in enumerate(self._entries):
+            for literal, _rx in patterns:
+                if literal is None:
+                    self._always.add(i)
+                else:
+                    self._by_literal.setdefault(literal, set()).add(i)
+        self._literals = tuple(self._by_literal)
         self._hits: dict[tuple, _Hit] = {}
         self._seq = 0
         self._pid_rank: dict[int, int] = {}
@@ -450,7 +461,11 @@ class Scanner:
                 state.anonymous = [h for h in state.anonymous if lineno - h.first_line < TS_LOOKAHEAD]
         codes_here: set[str] = set()
         matched = False
-        for entry, patterns in self._entries:
+        candidates = set(self._always)
+        for literal in [lit for lit in self._literals if lit in text]:
+            candidates |= self._by_literal[literal]
+        for i in sorted(candidates):
+            entry, patterns = self._entries[i]
             for literal, rx in patterns:
                 if literal is not None and literal not in text:
                     continue

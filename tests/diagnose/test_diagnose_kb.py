@@ -96,22 +96,9 @@ def test_the_code_lists_are_complete_and_cited():
         assert set(fam.check_ids) <= known, fam.id
 
 
-def _code_lines() -> list[tuple[str, str]]:
-    """Each documented code as logs print it: a CANN code as `CODE: [PID: p] <time> <message>`, an ACL code
-    as torch_npu's `NPU function error: ..., error code is CODE` and by its constant's name."""
-    lines = [(c, f"{c}: [PID: 4242] 2025-06-01-10:00:00.000.000 something failed") for f in BOOK.cann
-             for c in f.codes]
-    for fam in BOOK.acl:
-        for code, name in fam.codes.items():
-            lines.append((code, f"RuntimeError: x.cpp:1 NPU function error: aclrtFoo, error code is {code}"))
-            if name:
-                lines.append((code, f"[ERROR] aclFoo failed with {name}"))
-    return lines
-
-
 def test_every_documented_code_gets_a_finding_named_by_it(tmp_path):
     # one rank per line: a finding of one code cannot hide another's
-    lines = _code_lines()
+    lines = BOOK.example_lines()
     path = tmp_path / "codes.log"
     path.write_text("".join(f"[rank{i}]: {line}\n" for i, (_code, line) in enumerate(lines)))
     found: dict[int, set[str]] = {}
