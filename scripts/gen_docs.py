@@ -130,7 +130,36 @@ def render_checks() -> str:
         if e.check_ids:
             out += ["**Checks:** " + ", ".join(f"[`{c}`](#{c.replace('.', '')})" for c in e.check_ids), ""]
         out += ["Sources: " + "; ".join(e.sources), ""]
-    return "\n".join(out).rstrip() + "\n"
+    return "\n".join(out + _render_code_book()).rstrip() + "\n"
+
+
+def _render_code_book() -> list[str]:
+    """Every documented code (checks/diagnose/codes.yml), by family: what a code no entry names means."""
+    from ascend_ready.checks.diagnose.model import load_code_book
+
+    book = load_code_book()
+    out = [
+        "## Every documented code (`checks/diagnose/codes.yml`)",
+        "",
+        f"The vendor's published lists: {sum(len(f.codes) for f in book.cann)} CANN error codes (E + module "
+        f"letter + 4 digits) and {sum(len(f.codes) for f in book.acl)} ACL/runtime return codes. A code the "
+        "entries above do not name gets a finding from its family below; a code in no list is still "
+        "reported, as an unknown code.",
+        "",
+    ]
+    for kind, families in (("CANN error codes", book.cann), ("ACL/runtime return codes", book.acl)):
+        out += [f"### {kind}", ""]
+        for fam in families:
+            meaning = fam.meaning[0].upper() + fam.meaning[1:]
+            out += [f"#### {_prose(fam.name)} ({', '.join(fam.prefixes)}...; {len(fam.codes)} codes)", "",
+                    f"{_prose(meaning)}. **Fix:** {_prose(fam.fix)}", ""]
+            if fam.check_ids:
+                links = ", ".join(f"[`{c}`](#{c.replace('.', '')})" for c in fam.check_ids)
+                out += ["**Checks:** " + links, ""]
+            codes = ", ".join(f"`{c}`" + (f" {n}" if n else "") for c, n in fam.codes.items())
+            out += ["Codes: " + codes, ""]
+            out += ["Sources: " + "; ".join(fam.sources), ""]
+    return out
 
 
 # ---------------------------------------------------------------- docs/matrix.md

@@ -254,7 +254,7 @@ class CodeBook(_Model):
                  for fam in self.cann for c in fam.codes]
         for fam in self.acl:
             for code, name in fam.codes.items():
-                lines.append((code, f"RuntimeError: x.cpp:1 NPU function error: aclrtX, error code is {code}"))
+                lines.append((code, f"RuntimeError: x.cpp:1 NPU function error: f, error code is {code}"))
                 if name:
                     lines.append((code, f"[ERROR] aclFoo failed with {name}"))
         return lines

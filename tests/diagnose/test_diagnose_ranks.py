@@ -216,8 +216,8 @@ def test_a_killed_worker_on_another_node_is_the_cause_of_the_lost_peer(tmp_path)
     assert "1. [cause] SIGKILL on node03: A worker process was killed (SIGKILL, exit code -9 / 137)" in text
     assert "2. [consequence of SIGKILL on node03] gloo::IoException on rank 0 on node01:" in text
     assert "3. [consequence of SIGKILL on node03] gloo::IoException on rank 1 on node02:" in text
-    assert "node03.log:1: E1201 10:51:32.852000 14023 torch/distributed/elastic/multiprocessing/api.py:1002] " \
-        "failed (exitcode: -9) local_rank: 0 (pid: 14026)" in text
+    assert "node03.log:1: E1201 10:51:32.852000 14023 torch/distributed/elastic/multiprocessing/api.py:" \
+        "1002] failed (exitcode: -9) local_rank: 0 (pid: 14026)" in text
     assert text.count("RuntimeError") == 2  # as the gloo findings' evidence, never a finding
 
 
