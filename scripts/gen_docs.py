@@ -142,9 +142,9 @@ def _render_code_book() -> list[str]:
         "## Every documented code (`checks/diagnose/codes.yml`)",
         "",
         f"The vendor's published lists: {sum(len(f.codes) for f in book.cann)} CANN error codes (E + module "
-        f"letter + 4 digits) and {sum(len(f.codes) for f in book.acl)} ACL/runtime return codes. A code the "
-        "entries above do not name gets a finding from its family below; a code in no list is still "
-        "reported, as an unknown code.",
+        f"letter + 4 digits), {sum(len(f.codes) for f in book.acl)} ACL/runtime return codes and "
+        f"{len(book.hccl_results.codes)} HcclResult values. A code the entries above do not name gets a "
+        "finding from its family below; a code in no list is still reported, as an unknown code.",
         "",
     ]
     for kind, families in (("CANN error codes", book.cann), ("ACL/runtime return codes", book.acl)):
@@ -159,6 +159,11 @@ def _render_code_book() -> list[str]:
             codes = ", ".join(f"`{c}`" + (f" {n}" if n else "") for c, n in fam.codes.items())
             out += ["Codes: " + codes, ""]
             out += ["Sources: " + "; ".join(fam.sources), ""]
+    results = book.hccl_results
+    out += ["### HcclResult (what an HCCL call returns)", "",
+            "Named in the title of `HCCL call ... failed` findings: "
+            + ", ".join(f"`{n}` {name}" for n, name in results.codes.items()), "",
+            "Sources: " + "; ".join(results.sources), ""]
     return out
 
 

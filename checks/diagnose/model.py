@@ -209,12 +209,25 @@ class CodeFamily(_Model):
         return _check_sources(v)
 
 
+class HcclResults(_Model):
+    """The HcclResult values an HCCL call returns, by number."""
+
+    sources: list[str] = Field(min_length=1)
+    codes: dict[str, str] = Field(min_length=1)
+
+    @field_validator("sources")
+    @classmethod
+    def _cited(cls, v: list[str]) -> list[str]:
+        return _check_sources(v)
+
+
 class CodeBook(_Model):
-    """codes.yml: every documented CANN error code and ACL/runtime return code, by family."""
+    """codes.yml: every documented CANN error code, ACL/runtime return code and HcclResult, by family."""
 
     schema_version: Literal[1]
     cann: list[CodeFamily] = Field(min_length=1)
     acl: list[CodeFamily] = Field(min_length=1)
+    hccl_results: HcclResults
 
     @model_validator(mode="after")
     def _consistent(self) -> CodeBook:
@@ -244,7 +257,7 @@ class CodeBook(_Model):
         return None
 
     def count(self) -> int:
-        return sum(len(f.codes) for f in (*self.cann, *self.acl))
+        return sum(len(f.codes) for f in (*self.cann, *self.acl)) + len(self.hccl_results.codes)
 
     def example_lines(self) -> list[tuple[str, str]]:
         """(code, line) for every documented code as logs print it: a CANN code as `CODE: [PID: p] <time>

@@ -475,6 +475,9 @@ class Scanner:
             else:
                 continue
             groups = _Defaults({k: v for k, v in m.groupdict().items() if v is not None})
+            if "rc" in groups:  # an HCCL call's return code, named (HcclResult)
+                name = self._catalog.book.hccl_results.codes.get(groups["rc"])
+                groups["hccl_result"] = f" = {name}" if name else ""
             code = entry.code.format_map(groups)
             if entry.kind != "wrapper":
                 codes_here.add(code)  # the catalog leaves this code to the entry that named it

@@ -131,6 +131,14 @@ def test_the_cann_stack_under_an_error_is_its_evidence():
         ("2024-04-29T14:55:41,679700+02:00 Out of memory: Killed process 1440763 (perl) total-vm:87033376kB",
          "OOM killer"),
         ("bash: npu-smi: command not found", "npu-smi"),
+        # a Ray worker's death as the raylet (vllm-ascend#1778) and the driver (verl#4921) report it
+        ("(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
+         "troubleshoot the problem, check the logs for the dead worker.", "Ray worker died"),
+        ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+         "Ray worker died"),
+        # vLLM's engine with nothing more specific above it (vllm#38529)
+        ("(EngineCore pid=1879) ERROR 03-29 12:59:53 [core.py:1099] EngineCore failed to start.",
+         "vLLM engine"),
     ],
 )
 def test_family_wordings(tmp_path, line, code):
@@ -211,3 +219,11 @@ def test_another_packages_missing_symbol_is_no_finding(tmp_path):
     torch_npu = ("ImportError: /usr/local/python3.10.14/lib/python3.10/site-packages/torch_npu/lib/"
                  "libtorch_npu.so: undefined symbol: _ZN3atb15CreateOperation")
     assert [f.code for f in _diagnose(tmp_path, [torch_npu]).findings] == ["undefined symbol"]
+
+
+def test_the_oom_killer_explains_a_dead_ray_worker(tmp_path):
+    lines = [(REAL / "dmesg_oom_tranx-41.log").read_text().splitlines()[1],
+             "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."]
+    assert _summary(_diagnose(tmp_path, lines)) == [
+        ("OOM killer", "cause", None), ("Ray worker died", "consequence", "OOM killer")
+    ]

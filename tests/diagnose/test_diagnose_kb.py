@@ -118,3 +118,17 @@ def test_a_code_book_with_a_code_outside_its_family_is_refused():
     data["acl"][1]["prefixes"].append(data["acl"][0]["prefixes"][0])
     with pytest.raises(ValueError, match="is already"):
         CodeBook.model_validate(data)
+
+
+def test_every_hccl_result_is_named(tmp_path):
+    # verl-project/verl#3947's line shape, with each HcclResult in turn
+    codes = BOOK.hccl_results.codes
+    path = tmp_path / "hccl.log"
+    path.write_text("".join(
+        f"[rank{n}]: RuntimeError: create_config:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:102 HCCL "
+        f"function error: hcclCommInitRootInfoConfig(numRanks, &rootInfo, rank, config, &(comm->hcclComm_)), "
+        f"error code is {n}\n" for n in codes
+    ))
+    titles = {f.rank: f.title for f in diagnose_paths([path]).findings}
+    assert all(titles[int(n)] == f"HCCL call hcclCommInitRootInfoConfig failed (error code {n} = {name})"
+               for n, name in codes.items()), titles
