@@ -663,9 +663,11 @@ def _drop_envelopes(hits: list[_Hit]) -> list[_Hit]:
     wrappers = [h for h in hits if h.kind == "wrapper" and not _is_catch_all(h)]
     catch_all = [h for h in hits if _is_catch_all(h)]
     kept: list[_Hit] = []
-    for w in wrappers:
-        if not _distribute(w, specific, claimed):
+    for w in sorted(wrappers, key=lambda h: h.seq):
+        # no specific finding near: the first envelope of the error report holds the others' lines
+        if not _distribute(w, specific, claimed) and not _distribute(w, kept, claimed):
             kept.append(w)
+            claimed.update((e.file, e.line) for e in w.evidence)
     faults = [h for h in specific if h.kind == "fault"]
     for c in catch_all:
         if not _distribute(c, specific + kept, claimed) and not faults:

@@ -161,7 +161,7 @@ def test_a_documented_code_no_entry_names_gets_its_family_meaning(tmp_path):
     assert (ei.code, ei.id, ei.rank) == ("EI0013", "code-cann-hccl", 2)
     assert ei.title == "HCCL (collective communication) error EI0013: Execution Error ROCE CQE"
     assert "hccl.net_health" in ei.check_ids and ei.sources[0].startswith("https://github.com/hicann/runtime/")
-    assert (rt.code, rt.id, rt.layer) == ("507016", "code-acl-internal", "device")
+    assert (rt.code, rt.id, rt.layer) == ("507016", "code-acl-internal", "runtime")
     assert rt.title.startswith("ACL_ERROR_RT_AICORE_TRAP_EXCEPTION: aicore trap exception")
 
 
