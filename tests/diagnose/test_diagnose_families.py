@@ -136,6 +136,11 @@ def test_the_cann_stack_under_an_error_is_its_evidence():
          "troubleshoot the problem, check the logs for the dead worker.", "Ray worker died"),
         ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
          "Ray worker died"),
+        # the master port taken by another job: torch's two wordings (ms-swift#3988, Tune-A-Video#90)
+        ("RuntimeError: The server socket has failed to listen on any local network address. port: 29500, "
+         "useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use", "MASTER_PORT"),
+        ("RuntimeError: The server socket has failed to listen on any local network address. The server "
+         "socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).", "MASTER_PORT"),
         # vLLM's engine with nothing more specific above it (vllm#38529)
         ("(EngineCore pid=1879) ERROR 03-29 12:59:53 [core.py:1099] EngineCore failed to start.",
          "vLLM engine"),
