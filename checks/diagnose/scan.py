@@ -113,7 +113,8 @@ def _parse_ts(text: str) -> tuple[_ts_key, str] | None:
         return (*(int(g) for g in m.groups()[:6]), frac), m[0]
     m = _GLOG_TS_RE.search(text)
     if m:
-        return (0, *(int(g) for g in m.groups()[:5]), int(m[6][:6].ljust(6, "0"))), m[0].lstrip("[ :")
+        key = (0, *(int(g) for g in m.groups()[:5]), int(m[6][:6].ljust(6, "0")))
+        return key, f"{key[1]:02d}-{key[2]:02d} {m[3]}:{m[4]}:{m[5]}.{m[6]}"
     m = _VLLM_TS_RE.search(text)
     if m:
         return (0, *(int(g) for g in m.groups()), 0), m[0]

@@ -213,7 +213,8 @@ def test_a_killed_worker_on_another_node_is_the_cause_of_the_lost_peer(tmp_path)
     (logs / "node02.log").write_text(lost.replace("[rank0]", "[rank1]"))
     (logs / "node03.log").write_text(killed)
     text = launch.explain_failure([logs], hosts=["node01", "node02", "node03"])
-    assert "1. [cause] SIGKILL on node03: A worker process was killed (SIGKILL, exit code -9 / 137)" in text
+    assert "1. [cause] SIGKILL on node03: A worker process was killed (SIGKILL, exit code -9 / 137)\n" \
+        "   first seen: 12-01 10:51:32.852000" in text  # torchrun's glog time (no year)
     assert "2. [consequence of SIGKILL on node03] gloo::IoException on rank 0 on node01:" in text
     assert "3. [consequence of SIGKILL on node03] gloo::IoException on rank 1 on node02:" in text
     assert "node03.log:1: E1201 10:51:32.852000 14023 torch/distributed/elastic/multiprocessing/api.py:" \
