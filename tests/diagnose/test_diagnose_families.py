@@ -232,3 +232,14 @@ def test_the_oom_killer_explains_a_dead_ray_worker(tmp_path):
     assert _summary(_diagnose(tmp_path, lines)) == [
         ("OOM killer", "cause", None), ("Ray worker died", "consequence", "OOM killer")
     ]
+
+
+def test_a_crash_with_nothing_before_it_is_the_finding_and_after_an_error_its_evidence(tmp_path):
+    # torchrun's line for a worker that aborted (NVIDIA/nccl#1437)
+    crash = ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -6) local_rank: 1 "
+             "(pid: 886322) of binary: /idas/users/yaofengqin/.conda/envs/allspark/bin/python")
+    assert _summary(_diagnose(tmp_path, [crash])) == [("crash", "cause", None)]
+    # after HCCP's EJ0001 (LlamaFactory#3839) the abort is that error's evidence
+    ej = (REAL / "ej0001_llamafactory-3839.log").read_text().splitlines()[4]
+    report = _diagnose(tmp_path, [ej, crash])
+    assert _summary(report) == [("EJ0001", "cause", None)] and report.findings[0].matches == 2
