@@ -372,7 +372,7 @@ def launch(algorithm: str, cfg: Any, out: Path, *, skip_preflight: bool = False,
     from ascend_ready.training.preflight import gate
 
     if fingerprints:
-        from ascend_ready.provision.matrix import check_engine_fleet
+        from ascend_ready.provision.engines import check_engine_fleet
 
         check_engine_fleet("verl", fingerprints)
     overrides = prepare(algorithm, cfg, out)

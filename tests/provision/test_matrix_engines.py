@@ -9,14 +9,10 @@ from click.testing import CliRunner
 
 from ascend_ready.errors import MatrixError
 from ascend_ready.provision.cli import main
-from ascend_ready.provision.matrix import (
-    MATRIX_PATH,
-    check_engine_fleet,
-    clauses_hold,
-    load_matrix,
-    parse_matrix,
-    resolve,
-)
+from ascend_ready.provision.engines import check_engine_fleet
+from ascend_ready.provision.matrix import MATRIX_PATH, load_matrix, parse_matrix
+from ascend_ready.provision.resolver import resolve
+from ascend_ready.provision.versions import clauses_hold
 
 
 def test_every_engine_row_names_its_source_and_a_known_stack():

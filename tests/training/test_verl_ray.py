@@ -263,7 +263,8 @@ def test_a_fleet_verl_does_not_support_is_refused_from_the_specs_fingerprints():
     "(not installed)" for what is absent), go through the engine gate before Ray starts."""
     from ascend_ready.errors import MatrixError
     from ascend_ready.provision.engines import check_engine_fleet
-    from ascend_ready.provision.matrix import load_matrix, resolve
+    from ascend_ready.provision.matrix import load_matrix
+    from ascend_ready.provision.resolver import resolve
     from ascend_ready.training.verl_glue import _versions
 
     want = resolve(load_matrix(), engine="verl")
