@@ -296,6 +296,7 @@ class Layout:
     sp: int = 1
     rollout_ep: int = 1
     optimizer_on_host: bool = False
+    offload_optimizer: bool | None = None
 
     @property
     def world(self) -> int:
@@ -312,7 +313,7 @@ class Layout:
     @property
     def rollout_dp(self) -> int:
         """Data-parallel ranks inside one rollout replica: vLLM's expert parallel size is TP x DP."""
-        return self.rollout_ep // self.rollout_tp if self.rollout_ep > 1 else 1
+        return max(1, self.rollout_ep // self.rollout_tp) if self.rollout_ep > 1 else 1
 
     @property
     def rollout_replica(self) -> int:
@@ -469,22 +470,34 @@ class MemoryPlan:
     def peak_bytes(self) -> float:
         return max(self.phases.values())
 
+    def limit(self, phase: str) -> float:
+        """A phase's limit: the profile's budget, except for the rollout, where vLLM takes its
+        gpu_memory_utilization share of the device's whole memory by design (the driver's reservation
+        and what stays resident must leave it room)."""
+        if phase == "rollout":
+            return self.device.hbm_mb * 2**20 - self.device.idle_baseline_mb * 2**20
+        return self.device.budget_bytes
+
+    @property
+    def device_fits(self) -> bool:
+        return all(v <= self.limit(k) for k, v in self.phases.items())
+
     @property
     def host_fits(self) -> bool:
         return self.host_bytes_per_node <= self.device.host_budget_bytes or not self.host_bytes_per_node
 
     @property
     def fits(self) -> bool:
-        return self.peak_bytes <= self.device.budget_bytes and self.host_fits
+        return self.device_fits and self.host_fits
 
     @property
     def binding(self) -> tuple[str, float, float]:
         """The phase that decides the plan: (name, its bytes, its limit) -- the host RAM when offloaded
         states do not fit it and the device does, else the device phase with the highest peak."""
-        if self.peak_bytes <= self.device.budget_bytes and not self.host_fits:
+        if self.device_fits and not self.host_fits:
             return "host RAM (offloaded states, per node)", self.host_bytes_per_node, self.device.host_budget_bytes
-        worst = max(self.phases, key=self.phases.get)
-        return worst, self.phases[worst], self.device.budget_bytes
+        worst = max(self.phases, key=lambda k: self.phases[k] / self.limit(k))
+        return worst, self.phases[worst], self.limit(worst)
 
 
 def _states(model: ModelShape, layout: Layout, work: Workload, *, frozen: bool = False,
@@ -566,7 +579,7 @@ def _rollout(plan: MemoryPlan, model: ModelShape, work: Workload, resident: floa
                  + work.rollout_max_num_seqs * model.vocab_size * 4 / layout.rollout_tp)
     util = work.rollout_gpu_util
     if util is None:
-        util = max(0.05, min(0.9, math.floor(100 * (device.budget_bytes - resident) / hbm) / 100))
+        util = max(0.05, min(0.9, math.floor(100 * (plan.limit("rollout") - resident) / hbm) / 100))
     reserved = util * hbm
     kv_room = reserved - weights - workspace
     groups = max(layout.world // layout.rollout_tp, 1)  # attention groups; each runs its own sequences
@@ -645,11 +658,16 @@ def plan_memory(model: ModelShape, layout: Layout, work: Workload, device: Devic
         if critic:
             c["critic_optimizer"] = 0.0
         plan.notes.append("optimizer on host: Adam states in host memory, the step on the CPU")
+    states = actor_total + ref + critic_total
+    optimizer = c.get("actor_optimizer", 0.0) + c.get("critic_optimizer", 0.0)
+    offload_optimizer = layout.offload if layout.offload_optimizer is None else layout.offload_optimizer
+    # what stays on the device while another model or the rollout runs
+    resident_idle = (0.0 if layout.offload else states - optimizer) + (0.0 if offload_optimizer else optimizer)
+    host += states - resident_idle
     if layout.offload:
-        host += actor_total + ref + critic_total
-        plan.notes.append("offload: idle models' weights, gradients and optimizer states wait in host memory")
+        plan.notes.append("offload: idle models' weights and gradients wait in host memory"
+                          + (", and their optimizer states" if offload_optimizer else ""))
     plan.host_bytes_per_node = host * layout.devices_per_node
-    resident_idle = 0.0 if layout.offload else actor_total + ref + critic_total
     plan.phases["actor_update"] = (actor_total + act["activations"] + act["logits"]
                                    + (0.0 if layout.offload else ref + critic_total))
     if work.critic == "separate":

@@ -101,8 +101,11 @@ def layout_from_config(cfg: Any, device: Device, *, engine: Engine = "trl", stra
                        rollout_tp: int | None = None, nodes: int | None = None) -> Layout:
     """The layout a TrainConfig asks for (distributed.* and rollout.*; arguments given here win)."""
     d = cfg.distributed
-    tp, pp, ep = tp or d.tensor_parallel, pp or d.pipeline_parallel, ep or d.expert_parallel
-    cp, sp = d.context_parallel, d.sequence_parallel
+    if engine == "verl":
+        tp, pp, ep = tp or d.tensor_parallel, pp or d.pipeline_parallel, ep or d.expert_parallel
+        cp, sp = d.context_parallel, d.sequence_parallel
+    else:  # TRL's trainers shard with ZeRO only: the config's model-parallel sizes are verl's
+        tp, pp, ep, cp, sp = tp or 1, pp or 1, ep or 1, 1, 1
     zero = d.zero_stage
     if strategy is None and engine == "verl":
         strategy = None if d.strategy == "auto" else d.strategy
@@ -116,6 +119,20 @@ def layout_from_config(cfg: Any, device: Device, *, engine: Engine = "trl", stra
                   cp=cp, sp=sp, offload=d.offload, rollout_tp=rollout_tp or cfg.rollout.tensor_parallel or 1,
                   rollout_ep=cfg.rollout.expert_parallel,
                   optimizer_on_host=d.optimizer_on_host and strategy == "megatron")
+
+
+def fit_layout(layout: Layout, model: ModelShape) -> Layout:
+    """The config's layout on a fleet it does not tile (`plan --nodes 1` of a 128-device layout): each
+    parallel size halved, pipeline first, then the experts and the rollout's, until it does, so the plan
+    prices the same job on that fleet and names the phase that does not fit."""
+    if not layout.problems(model):
+        return layout
+    for name in ("pp", "ep", "cp", "rollout_ep", "tp", "rollout_tp", "sp"):
+        while layout.problems(model) and getattr(layout, name) > 1:
+            layout = replace(layout, **{name: getattr(layout, name) // 2})
+            if name == "rollout_ep" and layout.rollout_ep < layout.rollout_tp:
+                layout = replace(layout, rollout_ep=1)
+    return layout
 
 
 #: training/configs/model-<name>.json: config.json copies of the models the bundled configs name
@@ -170,6 +187,10 @@ def plan_for_config(cfg: Any, algorithm: str, *, engine: Engine = "trl", profile
     if nodes is not None and nodes != cfg.launch.nnodes:
         world = cfg.launch.nnodes * cfg.launch.nproc_per_node
         work = replace(work, rollout_sequences=work.rollout_sequences * layout.world // max(world, 1))
+    fitted = fit_layout(layout, model)
+    note = [] if fitted == layout else [f"layout: the configured {layout.describe()} does not tile "
+                                        f"{layout.world} devices; priced as {fitted.describe()}"]
+    layout = fitted
     if rollout_tp is None and cfg.rollout.tensor_parallel is None and engine == "verl":
         # the smallest rollout tensor-parallel size whose weights fit (fewer engines, more KV); when none
         # does, the one closest to fitting, so a refusal names the phase that really binds
@@ -178,8 +199,11 @@ def plan_for_config(cfg: Any, algorithm: str, *, engine: Engine = "trl", profile
         if plans:
             fitting = [p for p in plans if p.fits]
             chosen = fitting[0] if fitting else min(plans, key=lambda p: p.binding[1] / p.binding[2])
+            chosen.notes[:0] = note
             return chosen, model, work
-    return plan_memory(model, layout, work, device, engine), model, work
+    plan = plan_memory(model, layout, work, device, engine)
+    plan.notes[:0] = note
+    return plan, model, work
 
 
 def launch_gate(cfg: Any, algorithm: str, *, engine: Engine = "trl", profile: str | None = None,

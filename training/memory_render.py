@@ -19,9 +19,9 @@ def format_plan(plan: MemoryPlan) -> str:
              f"({dev.max_used_pct:g} % less the {dev.idle_baseline_mb} MiB driver reservation)",
              "", f"{'per device':<24}{'GiB':>10}"]
     lines += [f"  {k:<22}{v / GIB:>10.2f}" for k, v in plan.components.items() if v]
-    lines += ["", f"{'phase peak':<24}{'GiB':>10}"]
-    lines += [f"  {k:<22}{v / GIB:>10.2f}" for k, v in plan.phases.items()]
-    lines += [f"  {'limit':<22}{dev.budget_bytes / GIB:>10.2f}", ""]
+    lines += ["", f"{'phase peak':<24}{'GiB':>10}{'limit':>10}"]
+    lines += [f"  {k:<22}{v / GIB:>10.2f}{plan.limit(k) / GIB:>10.2f}" for k, v in plan.phases.items()]
+    lines.append("")
     if plan.host_bytes_per_node:
         lines += [f"host RAM per node: {plan.host_bytes_per_node / GIB:.1f} GiB offloaded, limit "
                   f"{dev.host_budget_bytes / GIB:.1f} GiB of {dev.host_ram_gb:g} GB", ""]
@@ -46,6 +46,7 @@ def plan_as_dict(plan: MemoryPlan) -> dict[str, Any]:
                    "budget_gib": round(plan.device.budget_bytes / GIB, 2)},
         "per_device_gib": {k: round(v / GIB, 3) for k, v in plan.components.items()},
         "phases_gib": {k: round(v / GIB, 3) for k, v in plan.phases.items()},
+        "phase_limits_gib": {k: round(plan.limit(k) / GIB, 3) for k in plan.phases},
         "peak_gib": round(plan.peak_bytes / GIB, 3),
         "host_ram_per_node_gib": round(plan.host_bytes_per_node / GIB, 3),
         "host_ram_limit_gib": round(plan.device.host_budget_bytes / GIB, 3),
