@@ -170,10 +170,12 @@ def _refusals(cfg: Any, algorithm: str, strategy: str) -> None:
         raise refused("reward.functions", "the 'reward_model' reward is not wired to verl's reward workers; "
                                           "use rule rewards (answer_match, format, module:function)")
     d, lora = cfg.distributed, cfg.model.lora
-    if strategy == "fsdp" and any(s > 1 for s in (d.tensor_parallel, d.pipeline_parallel, d.expert_parallel,
-                                                  d.context_parallel)):
-        raise refused("distributed.strategy", "fsdp takes no tensor/pipeline/expert/context parallelism "
-                                              "(use --strategy megatron)")
+    sizes = {"tensor_parallel": d.tensor_parallel, "pipeline_parallel": d.pipeline_parallel,
+             "expert_parallel": d.expert_parallel, "context_parallel": d.context_parallel}
+    above = [k for k, v in sizes.items() if v > 1]
+    if strategy == "fsdp" and above:
+        raise refused(f"distributed.{above[0]}", "the fsdp strategy has no tensor/pipeline/expert/context "
+                                                 "parallelism (use --strategy megatron)")
     if strategy == "megatron" and d.sequence_parallel > 1:
         raise refused("distributed.sequence_parallel", "Ulysses sequence parallelism is the fsdp strategy's; "
                                                        "megatron splits sequences with context_parallel")
@@ -222,17 +224,18 @@ def dropped_defaults(cfg: Any, algorithm: str) -> list[str]:
 
 
 def to_overrides(cfg: Any, algorithm: str, *, plan: Any, train_file: str | Path, val_file: str | Path,
-                 output_dir: str | Path) -> list[str]:
+                 output_dir: str | Path, check: bool = True) -> list[str]:
     """Our TrainConfig (and the memory plan's rollout choices) as verl Hydra overrides, in verl's vocabulary.
 
     Raises ConfigError for a setting verl 0.9.1 cannot take (`not supported by verl 0.9.1: ...`) and for
-    the batch arithmetic verl would refuse (check_batches)."""
+    the batch arithmetic verl would refuse (check_batches; `check=False` skips that, for the tests that
+    hand verl's own validate_config what ours refuses)."""
     if algorithm not in ("grpo", "ppo"):
         raise ConfigError(f"the verl engine runs grpo and ppo, not {algorithm}", hint="use --engine trl")
     strategy = strategy_of(cfg)
     _refusals(cfg, algorithm, strategy)
     layout = plan.layout
-    problems = [msg for _, msg in check_batches(cfg, algorithm, layout)]
+    problems = [msg for _, msg in check_batches(cfg, algorithm, layout)] if check else []
     if problems:
         raise ConfigError(f"verl {VERL_VERSION} would refuse this job's batches: " + "; ".join(problems),
                           hint="change batch_size, gradient_accumulation_steps, grpo.num_generations or "
@@ -349,11 +352,15 @@ def _megatron(cfg: Any, plan: Any, prefixes: list[str]) -> list[str]:
               f"{p}.megatron.expert_tensor_parallel_size=1",
               f"{p}.megatron.context_parallel_size={d.context_parallel}",
               f"{p}.megatron.param_offload={d.offload}"]
-        if uneven:
+        if uneven and p.endswith(("actor", "critic")):  # the reference's transformer config is the actor's
             o += [f"+{p}.megatron.override_transformer_config.account_for_embedding_in_pipeline_split=True",
                   f"+{p}.megatron.override_transformer_config.account_for_loss_in_pipeline_split=True"]
         if p.endswith(("actor", "critic")):
-            o += [f"{p}.megatron.grad_offload={d.offload}", f"{p}.megatron.optimizer_offload={d.offload}"]
+            o += [f"{p}.megatron.optimizer_offload={d.offload}"]
+            if cfg.model.gradient_checkpointing:  # Megatron's own recompute: every layer's, in full
+                t = f"{p}.megatron.override_transformer_config"
+                o += [f"{t}.recompute_granularity=full", f"{t}.recompute_method=uniform",
+                      f"{t}.recompute_num_layers=1"]
     return o
 
 
@@ -523,6 +530,7 @@ def verl_validate(composed: Any, cfg: Any | None = None) -> None:
     import contextlib
     import io
     import tempfile
+    import warnings
 
     try:
         from omegaconf import OmegaConf
@@ -532,7 +540,8 @@ def verl_validate(composed: Any, cfg: Any | None = None) -> None:
     except ImportError as exc:
         raise MissingExtraError(f"verl's own checks need its CPU dependencies ({exc})", hint=VERL_EXTRA_HINT
                                 ) from None
-    with tempfile.TemporaryDirectory(prefix="ascend-verl-check-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ascend-verl-check-") as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Disabled critic as algorithm.adv_estimator != gae": GRPO's way
         use_critic = need_critic(composed)
         composed = OmegaConf.create(OmegaConf.to_container(composed, resolve=False))
         if use_critic and cfg is not None:
