@@ -56,6 +56,16 @@ def _row_holds(row: EngineRow, cann: str, torch: str, torch_npu: str) -> bool:
             and clauses_hold(row.torch_npu, torch_npu))
 
 
+def engine_pins(row: EngineRow) -> dict[str, str]:
+    """The package versions an engine row pins: its companions, and the engine's own release where the
+    row names one (a row dated after the docs revision it copies, such as 2025.08.15, pins no release)."""
+    pins = dict(row.companions)
+    first = row.version.split(".", 1)[0]
+    if first.isdigit() and int(first) < 1900:
+        pins = {row.engine: row.version, **pins}
+    return pins
+
+
 def engine_rows_for(m: Matrix, engine: str, cann: str, torch: str, torch_npu: str) -> list[EngineRow]:
     """The newest row of `engine` that accepts the set, followed by the vllm-ascend row it installs
     (which must accept the set too); empty when none does."""
@@ -341,7 +351,7 @@ def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str,
         rows = engine_rows_for(m, pins["engine"], stack.cann, stack.torch, stack.torch_npu)
         companions: dict[str, str] = {}
         for r in rows:
-            companions.update(r.companions)
+            companions.update(engine_pins(r))
         engine = ResolvedEngine(engine=pins["engine"], rows=[r.id for r in rows], companions=companions,
                                 sources=list(dict.fromkeys(r.source for r in rows)))
         if not all(python in r.python for r in rows):

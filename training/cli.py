@@ -334,9 +334,12 @@ main.add_command(_algo_command("rm", "Reward-model training on chosen/rejected p
 @click.option("--profile", help="Hardware profile name or file [default: atlas-800t-a2].")
 @click.option("--strategy", type=click.Choice(["zero", "fsdp", "megatron"]),
               help="Sharding [default: zero for trl; fsdp for verl, megatron with --tp/--pp/--ep].")
-@click.option("--tp", type=int, help="Tensor parallel size (megatron) [default: distributed.tensor_parallel].")
-@click.option("--pp", type=int, help="Pipeline parallel size (megatron) [default: distributed.pipeline_parallel].")
-@click.option("--ep", type=int, help="Expert parallel size (megatron, MoE) [default: distributed.expert_parallel].")
+@click.option("--tp", type=int, help="Tensor parallel size (megatron) [default: "
+              "distributed.tensor_parallel].")
+@click.option("--pp", type=int, help="Pipeline parallel size (megatron) [default: "
+              "distributed.pipeline_parallel].")
+@click.option("--ep", type=int, help="Expert parallel size (megatron, MoE) [default: "
+              "distributed.expert_parallel].")
 @click.option("--rollout-tp", type=int, help="Rollout tensor parallel size [default: smallest that fits].")
 @click.option("--model-config", type=click.Path(dir_okay=False), help="The model's config.json.")
 @click.option("--hbm-gb", type=float, help="Device memory in GB, instead of the profile's.")

@@ -337,12 +337,14 @@ class Layout:
         if self.world % (self.tp * self.pp * self.cp):
             out.append(f"tp*pp*cp={self.tp * self.pp * self.cp} does not divide {self.world} devices")
         if self.rollout_ep > 1 and self.rollout_ep % self.rollout_tp:
-            out.append(f"rollout ep={self.rollout_ep} is not rollout tp={self.rollout_tp} x a data-parallel size "
+            out.append(f"rollout ep={self.rollout_ep} is not rollout tp={self.rollout_tp} x a "
+                       f"data-parallel size "
                        "(vLLM's expert parallel size is TP x DP)")
         if self.rollout_ep > 1 and (not model.is_moe or model.num_experts % self.rollout_ep):
             out.append(f"rollout ep={self.rollout_ep} does not divide {model.num_experts} experts")
         if self.rollout_replica > self.world or self.world % self.rollout_replica:
-            out.append(f"a rollout replica of {self.rollout_replica} devices does not divide {self.world} devices")
+            out.append(f"a rollout replica of {self.rollout_replica} devices does not divide "
+                       f"{self.world} devices")
         if self.strategy == "fsdp" and (self.tp, self.pp, self.ep, self.cp) != (1, 1, 1, 1):
             out.append("fsdp takes no tp/pp/ep/cp (use the megatron strategy)")
         if self.sp > 1 and (self.strategy != "fsdp" or self.world % self.sp or model.num_heads % self.sp):
@@ -353,11 +355,13 @@ class Layout:
     def describe(self) -> str:
         shard = {"fsdp": "FSDP full shard", "megatron": f"Megatron ZeRO-{self.zero_stage}",
                  "zero": f"ZeRO-{self.zero_stage}"}[self.strategy]
-        par = "".join(f" {k}={v}" for k, v in (("tp", self.tp), ("pp", self.pp), ("ep", self.ep), ("cp", self.cp),
+        par = "".join(f" {k}={v}" for k, v in (("tp", self.tp), ("pp", self.pp), ("ep", self.ep), ("cp",
+                                                                                                   self.cp),
                                                 ("sp", self.sp)) if v > 1)
         rollout = f"rollout tp={self.rollout_tp}" + (f" ep={self.rollout_ep}" if self.rollout_ep > 1 else "")
         return (f"{self.nodes} node(s) x {self.devices_per_node} = {self.world} devices, {shard}{par}"
-                f"{', offload' if self.offload else ''}{', optimizer on host' if self.optimizer_on_host else ''}"
+                f"{', offload' if self.offload else ''}"
+                f"{', optimizer on host' if self.optimizer_on_host else ''}"
                 f", {rollout}")
 
 
@@ -495,7 +499,8 @@ class MemoryPlan:
         """The phase that decides the plan: (name, its bytes, its limit) -- the host RAM when offloaded
         states do not fit it and the device does, else the device phase with the highest peak."""
         if self.device_fits and not self.host_fits:
-            return "host RAM (offloaded states, per node)", self.host_bytes_per_node, self.device.host_budget_bytes
+            return ("host RAM (offloaded states, per node)", self.host_bytes_per_node,
+                    self.device.host_budget_bytes)
         worst = max(self.phases, key=lambda k: self.phases[k] / self.limit(k))
         return worst, self.phases[worst], self.limit(worst)
 
@@ -563,7 +568,8 @@ def _activations(model: ModelShape, layout: Layout, work: Workload) -> dict[str,
 def rollout_weights_bytes(model: ModelShape, layout: Layout, dtype_bytes: int = 2) -> float:
     """One device's share of the rollout engine's weights: dense weights split over its TP, experts over
     the whole replica (TP x DP; vLLM splits them over it with or without expert parallelism)."""
-    return dtype_bytes * (model.dense_params() / layout.rollout_tp + model.expert_params() / layout.rollout_replica)
+    return dtype_bytes * (model.dense_params() / layout.rollout_tp
+                          + model.expert_params() / layout.rollout_replica)
 
 
 def _rollout(plan: MemoryPlan, model: ModelShape, work: Workload, resident: float) -> None:
@@ -591,12 +597,15 @@ def _rollout(plan: MemoryPlan, model: ModelShape, work: Workload, resident: floa
     needed = weights + workspace + one_seq
     plan.phases["rollout"] = resident + max(reserved, needed)
     if needed > reserved:
-        plan.notes.append(f"rollout: gpu_memory_utilization {util:g} reserves {reserved / GIB:.1f} GiB, but the "
+        plan.notes.append(f"rollout: gpu_memory_utilization {util:g} reserves {reserved / GIB:.1f} GiB, "
+                          f"but the "
                           f"weights ({weights / GIB:.1f} GiB), workspace ({workspace / GIB:.1f} GiB) and one "
-                          f"sequence of {work.seq_len} tokens ({one_seq / GIB:.2f} GiB) need {needed / GIB:.1f}")
+                          f"sequence of {work.seq_len} tokens ({one_seq / GIB:.2f} GiB) need "
+                          f"{needed / GIB:.1f}")
     elif at_once < wanted:
-        plan.notes.append(f"rollout: KV room for {at_once} of the {wanted} sequences each engine is given at once "
-                          f"({one_seq / 2**20:.0f} MiB each): vLLM runs them in turns (throughput, not memory)")
+        plan.notes.append(f"rollout: KV room for {at_once} of the {wanted} sequences each engine is "
+                          f"given at once ({one_seq / 2**20:.0f} MiB each): vLLM runs them in turns "
+                          "(throughput, not memory)")
     else:
         plan.notes.append(f"rollout: {wanted} sequences x {work.seq_len} tokens at once per engine of "
                           f"{layout.rollout_replica} device(s), gpu_memory_utilization {util:g}")
@@ -608,7 +617,8 @@ def plan_memory(model: ModelShape, layout: Layout, work: Workload, device: Devic
     problems = layout.problems(model)
     if problems:
         raise ConfigError("layout cannot run this model: " + "; ".join(problems),
-                          hint="pick tp/pp/ep/cp/sp and the rollout's tp/ep so they divide the devices, heads "
+                          hint="pick tp/pp/ep/cp/sp and the rollout's tp/ep so they divide the devices, "
+                               "heads "
                                "and experts")
     plan = MemoryPlan(model=model.name, total_params=model.total_params(),
                       active_params=model.active_params(), layout=layout, engine=engine, device=device,
@@ -662,7 +672,8 @@ def plan_memory(model: ModelShape, layout: Layout, work: Workload, device: Devic
     optimizer = c.get("actor_optimizer", 0.0) + c.get("critic_optimizer", 0.0)
     offload_optimizer = layout.offload if layout.offload_optimizer is None else layout.offload_optimizer
     # what stays on the device while another model or the rollout runs
-    resident_idle = (0.0 if layout.offload else states - optimizer) + (0.0 if offload_optimizer else optimizer)
+    resident_idle = ((0.0 if layout.offload else states - optimizer)
+                     + (0.0 if offload_optimizer else optimizer))
     host += states - resident_idle
     if layout.offload:
         plan.notes.append("offload: idle models' weights and gradients wait in host memory"
@@ -676,7 +687,9 @@ def plan_memory(model: ModelShape, layout: Layout, work: Workload, device: Devic
     if work.rollout:
         _rollout(plan, model, work, resident_idle)
     if plan.host_bytes_per_node and not plan.host_fits:
-        plan.notes.append(f"host RAM: offloaded states need {plan.host_bytes_per_node / GB:.0f} GB per node of "
-                          f"{device.host_ram_gb:g} GB ({HOST_RAM_USABLE:.0%} usable: {device.host_budget_bytes / GB:.0f} "
+        plan.notes.append(f"host RAM: offloaded states need {plan.host_bytes_per_node / GB:.0f} GB per "
+                          f"node of "
+                          f"{device.host_ram_gb:g} GB ({HOST_RAM_USABLE:.0%} usable: "
+                          f"{device.host_budget_bytes / GB:.0f} "
                           "GB)")
     return plan

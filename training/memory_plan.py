@@ -110,7 +110,8 @@ def layout_from_config(cfg: Any, device: Device, *, engine: Engine = "trl", stra
     if strategy is None and engine == "verl":
         strategy = None if d.strategy == "auto" else d.strategy
     if strategy is None:
-        strategy = ("megatron" if (tp, pp, ep, cp) != (1, 1, 1, 1) else "fsdp") if engine == "verl" else "zero"
+        strategy = ("megatron" if (tp, pp, ep, cp) != (1, 1, 1,
+                                                       1) else "fsdp") if engine == "verl" else "zero"
     if strategy == "megatron":
         zero = 1  # Megatron's distributed optimizer
     per_node = min(cfg.launch.nproc_per_node, device.devices_per_node)
@@ -194,7 +195,8 @@ def plan_for_config(cfg: Any, algorithm: str, *, engine: Engine = "trl", profile
     if rollout_tp is None and cfg.rollout.tensor_parallel is None and engine == "verl":
         # the smallest rollout tensor-parallel size whose weights fit (fewer engines, more KV); when none
         # does, the one closest to fitting, so a refusal names the phase that really binds
-        trials = [replace(layout, rollout_tp=t) for t in pow2_upto(min(layout.world, 2 * device.devices_per_node))]
+        trials = [replace(layout, rollout_tp=t) for t in pow2_upto(min(layout.world,
+                                                                       2 * device.devices_per_node))]
         plans = [plan_memory(model, t, work, device, engine) for t in trials if not t.problems(model)]
         if plans:
             fitting = [p for p in plans if p.fits]

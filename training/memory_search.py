@@ -46,8 +46,9 @@ def candidate_layouts(model: ModelShape, nodes: int, device: Device, engine: Eng
     # a MoE rollout: its experts over the replica's TP only, or over up to 32 devices (vLLM's EP = TP x DP)
     reps = sorted({1, base.rollout_ep, min(32, world)}) if model.is_moe else [1]
     rollouts = [(rtp, rep) for rtp in rollout_tps for rep in reps if rep == 1 or rep % rtp == 0]
-    for (off, host), (rtp, rep) in itertools.product([m for m in moved if not m[1]], rollouts):
-        out.append(replace(base, nodes=nodes, strategy="fsdp", zero_stage=3, tp=1, pp=1, ep=1, cp=1, offload=off,
+    for (off, _host), (rtp, rep) in itertools.product([m for m in moved if not m[1]], rollouts):
+        out.append(replace(base, nodes=nodes, strategy="fsdp", zero_stage=3, tp=1, pp=1, ep=1, cp=1,
+                           offload=off,
                            optimizer_on_host=False, rollout_tp=rtp, rollout_ep=rep))
     eps = [e for e in pow2_upto(world) if model.is_moe and model.num_experts % e == 0] or [1]
     for tp, pp, ep, (off, host), (rtp, rep) in itertools.product(
@@ -100,7 +101,8 @@ def check_plan(plan: MemoryPlan, model: ModelShape, work: Workload, *, max_nodes
         rule = (f"{dev.hbm_mb / 1024:g} GiB less the {dev.idle_baseline_mb} MiB driver reservation"
                 if phase == "rollout" else f"{dev.max_used_pct:g} % of {dev.hbm_mb / 1024:g} GiB less the "
                 f"{dev.idle_baseline_mb} MiB driver reservation")
-        where = (f"{need / GIB:.1f} GiB per device in the {phase} phase on {plan.layout.describe()}; the limit "
+        where = (f"{need / GIB:.1f} GiB per device in the {phase} phase on {plan.layout.describe()}; "
+                 f"the limit "
                  f"is {limit / GIB:.1f} GiB ({rule}) on {dev.name}")
     msg = f"memory plan refused: {model.name} needs {where}"
     if phase == "rollout" and plan.notes:
@@ -113,7 +115,8 @@ def check_plan(plan: MemoryPlan, model: ModelShape, work: Workload, *, max_nodes
             f" --{k} {v}" for k, v in (("tp", lay.tp), ("pp", lay.pp), ("ep", lay.ep)) if v > 1)
         if plan.engine == "verl":
             flags += f" --rollout-tp {lay.rollout_tp}"
-            flags += f" rollout.expert_parallel={lay.rollout_ep}" if lay.rollout_ep != plan.layout.rollout_ep else ""
+            if lay.rollout_ep != plan.layout.rollout_ep:
+                flags += f" rollout.expert_parallel={lay.rollout_ep}"
         offload = "; set distributed.offload=true" if lay.offload and not plan.layout.offload else ""
         hint = (f"smallest fleet that fits: {lay.nodes} node(s) — {lay.describe()}, peak "
                 f"{best.peak_bytes / GIB:.1f} GiB per device (`ascend-train plan -c CONFIG {flags}` shows it"

@@ -25,6 +25,7 @@ from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.training.verl_data import VERL_EXTRA_HINT, write_parquet
 from ascend_ready.training.verl_overrides import (
     config_name,
+    strategy_of,
     to_overrides,
     validate_overrides,
     verl_dir,
@@ -149,26 +150,39 @@ def version(name):
         return m.version(name)
     except m.PackageNotFoundError:
         return None
+def package(name):
+    found = version(name)
+    if found is None and name == "megatron-core" and u.find_spec("megatron") and u.find_spec("megatron.core"):
+        try:  # Megatron-LM from a checkout on PYTHONPATH, as verl's Ascend guide installs it
+            from megatron.core.package_info import __version__ as found
+        except Exception:
+            found = None
+    return found
 print(json.dumps({"ray": version("ray") if u.find_spec("ray") else None,
-                  "missing": [x for x in %r if u.find_spec(x) is None]}))
+                  "missing": [x for x in %r if u.find_spec(x) is None],
+                  "packages": {x: package(x) for x in %r}}))
 """
+#: what the engine gate compares with the matrix's pins on every node (engines.check_engine_versions)
+PINNED_PACKAGES = ("verl", "vllm", "vllm-ascend", "megatron-core", "triton-ascend", "torchvision")
 
 
-def _runtime(sessions: dict, cluster: Any, modules: tuple[str, ...]) -> dict[str, tuple[str | None, list]]:
-    """node -> (its Ray version, the modules of verl's runtime it lacks), read with the node's interpreter."""
+def _runtime(sessions: dict, cluster: Any, modules: tuple[str, ...]
+             ) -> dict[str, tuple[str | None, list, dict[str, str | None]]]:
+    """node -> (its Ray version, the modules of verl's runtime it lacks, the installed versions of the
+    packages the matrix pins), read with the node's interpreter."""
     import shlex
 
     from ascend_ready.training.multinode import as_user
 
     found = {}
     for node in cluster.nodes:
-        code = _RUNTIME_PROBE % (modules,)
+        code = _RUNTIME_PROBE % (modules, PINNED_PACKAGES)
         script = f"exec {shlex.quote(node.python)} -c {shlex.quote(code)}\n"
         cmd = as_user(script, node.run_as, node.login_user)
         rc, out = sessions[node.name].capture(cmd, 60)
         try:
             data = json.loads(out.strip().splitlines()[-1])
-            found[node.name] = (data["ray"], list(data["missing"]))
+            found[node.name] = (data["ray"], list(data["missing"]), dict(data["packages"]))
         except (ValueError, IndexError, KeyError, TypeError):
             raise TrainingError(f"{node.name}: cannot read what {node.python} has installed (exit {rc}): "
                                 f"{out.strip()[-300:] or '(no output)'}",
@@ -181,13 +195,13 @@ def _versions(fingerprint: dict[str, str]) -> dict[str, str | None]:
     return {k: None if v == "(not installed)" else v for k, v in fingerprint.items()}
 
 
-def _refuse_without_ray(versions: dict[str, tuple[str | None, list]], python: dict[str, str]) -> None:
+def _refuse_without_ray(versions: dict[str, tuple], python: dict[str, str]) -> None:
     from importlib.metadata import version
 
     here = version("ray") if importlib.util.find_spec("ray") else None
-    want = here or next((v for v, _ in versions.values() if v), None)
+    want = here or next((v for v, *_ in versions.values() if v), None)
     bad = [f"{n}: {'no ray in ' + python[n] if v is None else f'ray {v}, not {want}'}"
-           for n, (v, _) in versions.items() if v is None or v != want]
+           for n, (v, *_) in versions.items() if v is None or v != want]
     if bad:
         raise ConfigError("the Ray cluster needs the same Ray on every node: " + "; ".join(bad),
                           hint=f"pip install 'ray=={want or '2.60.0'}' into the training venv of each node "
@@ -291,12 +305,15 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
             return {"dry_run": True, "hosts": names}
         runtime = _runtime(sessions, cluster, modules)
         _refuse_without_ray(runtime, fleet.python)
-        if not any(miss for _v, miss in runtime.values()):
+        if not any(miss for _v, miss, _p in runtime.values()):
             # The trainer will start: the stack the preflight read on each node must be one verl supports
-            # (a node lacking verl's runtime is named after the Ray check instead, and nothing trains).
-            from ascend_ready.provision.engines import check_engine_fleet
+            # (a node lacking verl's runtime is named after the Ray check instead, and nothing trains), and
+            # the engine packages each node runs must be the releases that row pins
+            from ascend_ready.provision.engines import check_engine_fleet, check_engine_versions
 
-            check_engine_fleet("verl", {n: _versions(hosts[n].fingerprint) for n in names})
+            rows = check_engine_fleet("verl", {n: _versions(hosts[n].fingerprint) for n in names})
+            check_engine_versions("verl", rows, {n: runtime[n][2] for n in names},
+                                  skip=() if strategy_of(cfg) == "megatron" else ("megatron-core",))
         ensure_tiny_model(job, out)
         plan.log_dir.mkdir(parents=True, exist_ok=True)
         run = ray_cluster.runner(sessions)
@@ -309,7 +326,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
             for row in nodes:
                 log(f"ray: {row['node']}: a task ran on {row['hostname']} ({row['ip']}) holding "
                     f"{len(row['npu_ids'])} NPU(s) {row['npu_ids']}")
-            lacking = {n: miss for n, (_v, miss) in runtime.items() if miss}
+            lacking = {n: miss for n, (_v, miss, _p) in runtime.items() if miss}
             if not lacking:
                 result = run_job({head.name: mn.remote_command(plan.hosts[0], plan)},
                                  {head.name: sessions[head.name]}, plan.log_dir, echo=log)

@@ -119,7 +119,8 @@ def check_batches(cfg: Any, algorithm: str, layout: Any) -> list[tuple[str, str]
             f"grpo.num_generations={b.n})" if algorithm == "grpo" else "prompts (batch_size x devices)")
     if strategy == "megatron":
         if world % mp_size:
-            out.append(("validate_config", f"distributed: tensor x pipeline x context parallel = {mp_size} does "
+            out.append(("validate_config",
+                        f"distributed: tensor x pipeline x context parallel = {mp_size} does "
                                            f"not divide the {world} devices"))
             return out
         minimal, unit = dp * b.micro_per_device, (f"{dp} data-parallel ranks x a micro-batch of "
@@ -157,7 +158,8 @@ def _optim(prefix: str, cfg: Any, strategy: str, lr: float) -> list[str]:
     schedule = SCHEDULES[strategy].get(o.lr_scheduler)
     if schedule is None:
         raise refused("optim.lr_scheduler", f"the {strategy} optimizer schedules "
-                      f"{', '.join(SCHEDULES[strategy])}, not {o.lr_scheduler} (the megatron strategy has linear)")
+                      f"{', '.join(SCHEDULES[strategy])}, not {o.lr_scheduler} (the megatron strategy "
+                      "has linear)")
     key = "lr_scheduler_type" if strategy == "fsdp" else "lr_decay_style"
     return [f"{prefix}.lr={lr}", f"{prefix}.weight_decay={o.weight_decay}",
             f"{prefix}.lr_warmup_steps={o.warmup_steps}", f"{prefix}.clip_grad={o.max_grad_norm}",
@@ -188,13 +190,16 @@ def _refusals(cfg: Any, algorithm: str, strategy: str) -> None:
     if strategy == "megatron" and cfg.precision == "fp32":
         raise refused("precision", "the megatron strategy trains in bf16")
     if lora is not None and lora.r > MAX_LORA_RANK:
-        raise refused("model.lora.r", f"vLLM serves LoRA ranks up to {MAX_LORA_RANK} (its MaxLoRARanks; verl's "
+        raise refused("model.lora.r", f"vLLM serves LoRA ranks up to {MAX_LORA_RANK} (its MaxLoRARanks; "
+                      f"verl's "
                                       "validate_config checks it)")
     if lora is not None and "dropout" in lora.model_fields_set and lora.dropout:
-        raise refused("model.lora.dropout", "verl's LoRA (peft, through its model.lora_* keys) has no dropout")
+        raise refused("model.lora.dropout",
+                      "verl's LoRA (peft, through its model.lora_* keys) has no dropout")
     if algorithm == "grpo" and cfg.grpo.scale_rewards == "batch":
         raise refused("grpo.scale_rewards", "verl's GRPO advantage divides by the group's std "
-                                            "(algorithm.norm_adv_by_std_in_grpo) or by nothing, not the batch's")
+                                            "(algorithm.norm_adv_by_std_in_grpo) or by nothing, not the "
+                                            "batch's")
     if algorithm == "ppo":
         p = cfg.ppo
         if "critic" in p.model_fields_set and p.critic == "shared":
@@ -202,8 +207,9 @@ def _refusals(cfg: Any, algorithm: str, strategy: str) -> None:
         if not p.whiten_advantages:
             raise refused("ppo.whiten_advantages", "verl's GAE always whitens the advantages")
         if "missing_eos_penalty" in p.model_fields_set and p.missing_eos_penalty is not None:
-            raise refused("ppo.missing_eos_penalty", "verl's reward managers add no penalty for a missing EOS "
-                                                     "(set it to null, or score it in a module:function reward)")
+            raise refused("ppo.missing_eos_penalty",
+                          "verl's reward managers add no penalty for a missing EOS "
+                          "(set it to null, or score it in a module:function reward)")
 
 
 def dropped_defaults(cfg: Any, algorithm: str) -> list[str]:
@@ -212,14 +218,17 @@ def dropped_defaults(cfg: Any, algorithm: str) -> list[str]:
     notes = []
     lora = cfg.model.lora
     if lora is not None and lora.dropout and "dropout" not in lora.model_fields_set:
-        notes.append(f"model.lora.dropout {lora.dropout} (our default) is not passed: verl's LoRA has no dropout")
+        notes.append(f"model.lora.dropout {lora.dropout} (our default) is not passed: verl's LoRA has "
+                     f"no dropout")
     if algorithm == "ppo":
         p = cfg.ppo
         if "missing_eos_penalty" not in p.model_fields_set and p.missing_eos_penalty is not None:
-            notes.append(f"ppo.missing_eos_penalty {p.missing_eos_penalty} (our default) is not applied: verl's "
+            notes.append(f"ppo.missing_eos_penalty {p.missing_eos_penalty} (our default) is not "
+                         f"applied: verl's "
                          "reward managers have no such penalty")
         if "critic" not in p.model_fields_set and p.critic == "shared":
-            notes.append("ppo.critic: verl trains a separate critic (our default, shared, is not a verl layout)")
+            notes.append("ppo.critic: verl trains a separate critic (our default, shared, is not a verl "
+                         "layout)")
     return notes
 
 
@@ -297,7 +306,8 @@ def to_overrides(cfg: Any, algorithm: str, *, plan: Any, train_file: str | Path,
         f"reward.custom_reward_function.path={REWARD_MODULE}",
         f"reward.custom_reward_function.name={REWARD_FUNCTION}",
     ]
-    env = {"HCCL_CONNECT_TIMEOUT": cfg.launch.hccl.connect_timeout, "HCCL_EXEC_TIMEOUT": cfg.launch.hccl.exec_timeout,
+    env = {"HCCL_CONNECT_TIMEOUT": cfg.launch.hccl.connect_timeout,
+           "HCCL_EXEC_TIMEOUT": cfg.launch.hccl.exec_timeout,
            **cfg.launch.hccl.extra_env}
     o += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}='{v}'" for k, v in env.items()]
     roles = ["actor", "ref"]
@@ -437,7 +447,8 @@ def compose(overrides: list[str], name: str | None = None):
         from hydra import initialize_config_dir
         from hydra.core.global_hydra import GlobalHydra
     except ImportError:
-        raise MissingExtraError("the verl engine needs hydra-core and omegaconf", hint=VERL_EXTRA_HINT) from None
+        raise MissingExtraError("the verl engine needs hydra-core and omegaconf",
+                                hint=VERL_EXTRA_HINT) from None
     name = name or config_name(overrides)
     config_dir = verl_dir() / "trainer" / "config"
     if not (config_dir / f"{name}.yaml").is_file():
@@ -504,14 +515,16 @@ def _stand_in_model(cfg: Any, where: Path) -> tuple[Path, bool]:
     if path is not None and (path / "config.json").is_file():
         return path, (path / "tokenizer_config.json").is_file()
     where.mkdir(parents=True, exist_ok=True)
-    bundled = [BUNDLED_MODEL_DIR / f"model-{path.name.lower().removesuffix('-instruct')}.json"] if path else []
+    stem = path.name.lower().removesuffix("-instruct") if path else ""
+    bundled = [BUNDLED_MODEL_DIR / f"model-{stem}.json"] if path else []
     if bundled and bundled[0].is_file():
         (where / "config.json").write_text(bundled[0].read_text())
     elif cfg.model.tiny is not None:
         t = cfg.model.tiny
         (where / "config.json").write_text(json.dumps({
             "model_type": t.architecture, "architectures": [f"{t.architecture.capitalize()}ForCausalLM"],
-            "hidden_size": t.hidden_size, "num_hidden_layers": t.num_layers, "num_attention_heads": t.num_heads,
+            "hidden_size": t.hidden_size, "num_hidden_layers": t.num_layers,
+            "num_attention_heads": t.num_heads,
             "num_key_value_heads": t.num_heads, "intermediate_size": t.intermediate_size, "vocab_size": 21,
             "tie_word_embeddings": True}))
     else:
@@ -556,7 +569,8 @@ def verl_validate(composed: Any, cfg: Any | None = None) -> None:
             with contextlib.redirect_stdout(io.StringIO()):  # its "All configuration checks passed" line
                 validate_config(composed, use_reference_policy=need_reference_policy(composed),
                                 use_critic=use_critic)
-                rollout = omega_conf_to_dataclass(composed.actor_rollout_ref.rollout)  # _target_: RolloutConfig
+                # the rollout section's _target_ is RolloutConfig, whose __post_init__ checks its EP
+                rollout = omega_conf_to_dataclass(composed.actor_rollout_ref.rollout)
                 assert isinstance(rollout, RolloutConfig), type(rollout)
         except (AssertionError, ValueError) as exc:
             raise ConfigError(f"verl {VERL_VERSION}'s validate_config refuses the overrides: {exc}",

@@ -90,7 +90,8 @@ def test_235b_on_one_a2_node_is_refused_naming_the_phase_and_the_fleet_that_fits
     # the bundled config's fleet (16 nodes, MindSpeed-RL's 128 NPUs) and its Megatron layout fit
     plan16, _, _ = mp.plan_for_config(cfg, "grpo", engine="verl")
     assert plan16.layout.nodes == 16 and plan16.fits
-    assert (plan16.layout.strategy, plan16.layout.tp, plan16.layout.pp, plan16.layout.ep) == ("megatron", 4, 8, 8)
+    assert (plan16.layout.strategy, plan16.layout.tp, plan16.layout.pp, plan16.layout.ep) == ("megatron", 4,
+                                                                                              8, 8)
     assert (plan16.layout.rollout_tp, plan16.layout.rollout_ep) == (4, 32)
 
 
