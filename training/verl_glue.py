@@ -25,6 +25,7 @@ from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.training.verl_data import VERL_EXTRA_HINT, write_parquet
 from ascend_ready.training.verl_overrides import (
     config_name,
+    dropped_defaults,
     strategy_of,
     to_overrides,
     validate_overrides,
@@ -37,8 +38,9 @@ from ascend_ready.training.verl_overrides import (
 
 
 def prepare(algorithm: str, cfg: Any, out: Path, *, plan: Any | None = None,
-            node_dir: str | None = None) -> list[str]:
-    """Parquet files, overrides, validation; writes out/verl-overrides.txt. Touches no node.
+            node_dir: str | None = None, data: bool = True) -> list[str]:
+    """Overrides, our check and verl's, then the parquet files (`data`) and out/verl-overrides.txt.
+    Touches no node.
 
     `node_dir`: the run dir as the nodes see it (a shared filesystem mounted elsewhere on them); the
     overrides name the data, model and checkpoints there."""
@@ -47,22 +49,25 @@ def prepare(algorithm: str, cfg: Any, out: Path, *, plan: Any | None = None,
     if plan is None:
         plan, _, _ = plan_for_config(cfg, algorithm, engine="verl")
     seen = Path(node_dir) if node_dir else out
-    data = seen / "verl-data"
+    data_dir = seen / "verl-data"
     # translated and checked (ours, then verl's own) before anything is written
-    overrides = to_overrides(cfg, algorithm, plan=plan, train_file=data / "train.parquet",
-                             val_file=data / "val.parquet", output_dir=seen)
+    overrides = to_overrides(cfg, algorithm, plan=plan, train_file=data_dir / "train.parquet",
+                             val_file=data_dir / "val.parquet", output_dir=seen)
     verl_validate(validate_overrides(overrides), cfg)
     out.mkdir(parents=True, exist_ok=True)
-    write_parquet(cfg, out)
+    if data:  # a dry run translates and checks; the prompts are read at launch
+        write_parquet(cfg, out)
     overrides = [f"--config-name={config_name(overrides)}", *overrides]
     (out / "verl-overrides.txt").write_text("\n".join(overrides) + "\n")
     return overrides
 
 
-def _validated(overrides: list[str], out: Path) -> str:
-    return (f"verl: {len(overrides) - 1} overrides validated against {verl_dir()}/trainer/config/"
-            f"{config_name(overrides)}.yaml and by verl's validate_config (written to "
-            f"{out / 'verl-overrides.txt'})")
+def _validated(overrides: list[str], out: Path, cfg: Any, algorithm: str) -> str:
+    """The launch log's account of the translation, with the defaults of ours verl has no key for."""
+    lines = [f"verl: {len(overrides) - 1} overrides validated against {verl_dir()}/trainer/config/"
+             f"{config_name(overrides)}.yaml and by verl's validate_config (written to "
+             f"{out / 'verl-overrides.txt'})"]
+    return "\n".join(lines + [f"verl: {note}" for note in dropped_defaults(cfg, algorithm)])
 
 
 #: verl renders prompts with the tokenizer's chat template; the tiny character tokenizer has none
@@ -107,8 +112,8 @@ def launch(algorithm: str, cfg: Any, out: Path, *, skip_preflight: bool = False,
         from ascend_ready.provision.engines import check_engine_fleet
 
         check_engine_fleet("verl", fingerprints)
-    overrides = prepare(algorithm, cfg, out)
-    log(_validated(overrides, out))
+    overrides = prepare(algorithm, cfg, out, data=not dry_run)
+    log(_validated(overrides, out, cfg, algorithm))
     cmd = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
     if dry_run:
         log("launch: " + " ".join(cmd))
@@ -281,7 +286,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
         job = cfg.model_copy(deep=True)
         job.launch.nnodes, job.launch.nproc_per_node = len(names), nproc
         overrides = prepare(algorithm, job, out, node_dir=node_out)
-        log(_validated(overrides, out))
+        log(_validated(overrides, out, cfg, algorithm))
         head = cluster.head
         run_id = f"verl-{algorithm}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         plan = mn.JobPlan(algorithm, run_id, out, head.ip, cluster.port, nproc, [], {
