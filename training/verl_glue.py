@@ -285,7 +285,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
             or cfg.launch.nproc_per_node
         job = cfg.model_copy(deep=True)
         job.launch.nnodes, job.launch.nproc_per_node = len(names), nproc
-        overrides = prepare(algorithm, job, out, node_dir=node_out)
+        overrides = prepare(algorithm, job, out, node_dir=node_out, data=not opts.dry_run)
         log(_validated(overrides, out, cfg, algorithm))
         head = cluster.head
         run_id = f"verl-{algorithm}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
