@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import yaml
 
 from ascend_ready.errors import ConfigError, MissingExtraError
+from ascend_ready.training.memory_plan import BUNDLED_MODEL_DIR
 from ascend_ready.training.verl_data import REWARD_FUNCTION, REWARD_MODULE, VERL_EXTRA_HINT
 
 VERL_VERSION = "0.9.1"
@@ -507,10 +509,6 @@ def _stand_in_model(cfg: Any, where: Path) -> tuple[Path, bool]:
     """A directory verl's model config can read on this machine for cfg's model: the model itself when it
     is here (with its tokenizer), else its config.json alone (the bundled copy, or the tiny model's shape)
     under `where`. Returns (directory, whether it has a tokenizer)."""
-    import json
-
-    from ascend_ready.training.memory_plan import BUNDLED_MODEL_DIR
-
     path = Path(cfg.model.path) if cfg.model.path else None
     if path is not None and (path / "config.json").is_file():
         return path, (path / "tokenizer_config.json").is_file()
@@ -545,7 +543,7 @@ def verl_validate(composed: Any, cfg: Any | None = None) -> None:
     import tempfile
     import warnings
 
-    try:
+    try:  # verl itself and its CPU dependencies: the [verl] extra, imported only when checking
         from omegaconf import OmegaConf
         from verl.trainer.ppo.utils import need_critic, need_reference_policy
         from verl.utils.config import omega_conf_to_dataclass, validate_config
