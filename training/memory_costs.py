@@ -526,7 +526,8 @@ def _states(model: ModelShape, layout: Layout, work: Workload, *, frozen: bool =
         stage = 3 if stage >= 3 else 0
     shard_d = layout.world if layout.strategy == "fsdp" else layout.dp
     shard_e = layout.world if layout.strategy == "fsdp" else layout.expert_dp
-    lora = model.lora_params(work.lora_rank) if work.lora_rank and not value_model else None
+    # a LoRA critic trains adapters of its own (ours and verl's: critic.model.lora_rank)
+    lora = model.lora_params(work.lora_rank) if work.lora_rank else None
     out = {"weights": 0.0, "gradients": 0.0, "optimizer": 0.0}
     for params, shard in ((dense, shard_d), (expert, shard_e)):
         share = params / (dense + expert) if (dense + expert) else 0

@@ -148,3 +148,33 @@ def test_cli_235b_megatron_dry_run_composes_and_passes_verls_validate_config(tmp
     fsdp = CliRunner().invoke(main, [*args[:6], "fsdp", "--dry-run", "-o", str(tmp_path / "f")])
     # the same job under --strategy fsdp: full sharding cannot hold it, and the plan says so first
     assert fsdp.exit_code == 1 and "memory plan refused" in fsdp.stderr and "FSDP full shard" in fsdp.stderr
+
+
+def test_verl_loads_the_reward_hook_from_the_installed_package_not_a_file():
+    """What verl's workers do with reward.custom_reward_function (verl.trainer.ppo.reward): the module
+    path our overrides give, imported as a package module on any node that has ascend-ready."""
+    pytest.importorskip("tensordict", reason="importing verl needs the [verl] extra")
+    from verl.utils.import_utils import load_extern_object
+
+    o = as_dict(overrides_for("tiny", "grpo", "launch.device=npu"))
+    path, name = o["reward.custom_reward_function.path"], o["reward.custom_reward_function.name"]
+    assert path.startswith("pkg://") and "/" not in path.removeprefix("pkg://")
+    fn = load_extern_object(module_path=path, object_name=name)
+    assert fn is vd.compute_score
+
+
+def test_the_node_probe_reports_the_pinned_packages_as_installed_here():
+    """The probe the launcher runs with each node's interpreter, run with this one: its JSON names the
+    versions the engine gate compares with the matrix's pins."""
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    from ascend_ready.training import verl_glue
+
+    code = verl_glue._RUNTIME_PROBE % (verl_glue.VERL_RUNTIME, verl_glue.PINNED_PACKAGES)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    data = json.loads(out.strip().splitlines()[-1])
+    assert data["ray"] == version("ray") and "vllm" in data["missing"]
+    assert data["packages"]["verl"] == "0.9.1" and data["packages"]["vllm-ascend"] is None
+    assert data["packages"]["megatron-core"] == version("megatron-core")
