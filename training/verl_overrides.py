@@ -311,7 +311,8 @@ def to_overrides(cfg: Any, algorithm: str, *, plan: Any, train_file: str | Path,
     env = {"HCCL_CONNECT_TIMEOUT": cfg.launch.hccl.connect_timeout,
            "HCCL_EXEC_TIMEOUT": cfg.launch.hccl.exec_timeout,
            **cfg.launch.hccl.extra_env}
-    o += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}='{v}'" for k, v in env.items()]
+    # Hydra's quoted strings: the value stays a string (Ray's env_vars take only strings), quotes escaped
+    o += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}='{_quoted(v)}'" for k, v in env.items()]
     roles = ["actor", "ref"]
     if device == "npu":
         # verl's NPU recipes (examples/grpo_trainer/run_qwen3-32b_npu.sh) turn torch.compile off for both
@@ -347,6 +348,10 @@ def to_overrides(cfg: Any, algorithm: str, *, plan: Any, train_file: str | Path,
     else:
         o += _critic(cfg, plan, strategy, b, model_path)
     return o
+
+
+def _quoted(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace("'", "\\'")
 
 
 def _megatron(cfg: Any, plan: Any, prefixes: list[str]) -> list[str]:

@@ -178,3 +178,13 @@ def test_the_node_probe_reports_the_pinned_packages_as_installed_here():
     assert data["ray"] == version("ray") and "vllm" in data["missing"]
     assert data["packages"]["verl"] == "0.9.1" and data["packages"]["vllm-ascend"] is None
     assert data["packages"]["megatron-core"] == version("megatron-core")
+
+
+def test_hccl_settings_reach_the_ray_workers_and_strategy_needs_the_verl_engine(tmp_path):
+    o = overrides_for("tiny", "grpo", "launch.device=npu", "launch.hccl.extra_env={HCCL_BUFFSIZE: \"it's 200\"}")
+    composed = vg.validate_overrides(o)
+    env = composed.ray_kwargs.ray_init.runtime_env.env_vars
+    assert env.HCCL_CONNECT_TIMEOUT == "1800" and env.HCCL_BUFFSIZE == "it's 200"
+    refused = CliRunner().invoke(main, ["grpo", "-c", "tiny", "--strategy", "megatron", "--dry-run",
+                                        "-o", str(tmp_path / "run")])
+    assert refused.exit_code == 2 and "--engine verl" in refused.stderr
