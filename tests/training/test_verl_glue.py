@@ -181,7 +181,8 @@ def test_the_node_probe_reports_the_pinned_packages_as_installed_here():
 
 
 def test_hccl_settings_reach_the_ray_workers_and_strategy_needs_the_verl_engine(tmp_path):
-    o = overrides_for("tiny", "grpo", "launch.device=npu", "launch.hccl.extra_env={HCCL_BUFFSIZE: \"it's 200\"}")
+    extra_env = "launch.hccl.extra_env={HCCL_BUFFSIZE: \"it's 200\"}"
+    o = overrides_for("tiny", "grpo", "launch.device=npu", extra_env)
     composed = vg.validate_overrides(o)
     env = composed.ray_kwargs.ray_init.runtime_env.env_vars
     assert env.HCCL_CONNECT_TIMEOUT == "1800" and env.HCCL_BUFFSIZE == "it's 200"
