@@ -196,9 +196,9 @@ def _plan_gate(algo: str, cfg: TrainConfig, engine: str) -> None:
 
     plan = launch_gate(cfg, algo, engine=engine)
     if plan is not None:
-        click.echo(f"memory plan: peak {plan.peak_bytes / GIB:.1f} of "
-                   f"{plan.device.budget_bytes / GIB:.1f} GiB "
-                   f"per device on {plan.layout.describe()}", err=True)
+        phase, need, limit = plan.binding
+        click.echo(f"memory plan: peak {need / GIB:.1f} of {limit / GIB:.1f} GiB per device in the {phase} "
+                   f"phase on {plan.layout.describe()}", err=True)
 
 
 def _launch_across_nodes(algo: str, cfg: TrainConfig, out: Path, resume: bool, skip_preflight: bool,
