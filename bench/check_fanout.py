@@ -165,7 +165,7 @@ def main() -> int:
     from ascend_ready.checks.inventory import limit_targets, load_inventory
     from ascend_ready.checks.preflight import PreflightOptions, preflight, profiles_for
     from ascend_ready.checks.probes import build_script
-    from ascend_ready.provision.matrix import resolve
+    from ascend_ready.provision.resolver import resolve
     from ascend_ready.sim import cluster as sim
     from ascend_ready.sim.packages import build_package_dir
 

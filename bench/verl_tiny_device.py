@@ -40,7 +40,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         result.update(status="missing", missing=["a visible CUDA device"])
         return _finish(out, result)
-    from ascend_ready.training import verl_glue
+    from ascend_ready.training import verl_glue, verl_overrides
     from ascend_ready.training.config import load_config
     from ascend_ready.training.memory_plan import plan_for_config
 
@@ -48,14 +48,16 @@ def main() -> int:
     hbm_gb = torch.cuda.get_device_properties(0).total_memory / 1e9
     plan, _, _ = plan_for_config(cfg, "grpo", engine="verl", hbm_gb=hbm_gb)
     run = out / "run"
-    overrides = verl_glue.prepare("grpo", cfg, run, plan=plan)
+    config_name, *overrides = verl_glue.prepare("grpo", cfg, run, plan=plan)
     verl_glue.ensure_tiny_model(cfg, run)
     # a one-GPU machine: small vLLM share, eager mode (no graph capture for a 2-layer model)
-    overrides += ["actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
-                  "actor_rollout_ref.rollout.enforce_eager=True", "trainer.val_before_train=False",
-                  "trainer.save_freq=-1"]
-    verl_glue.validate_overrides(overrides)
-    cmd = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
+    extra = ["actor_rollout_ref.rollout.gpu_memory_utilization=0.3",
+             "actor_rollout_ref.rollout.enforce_eager=True", "trainer.val_before_train=False",
+             "trainer.save_freq=-1"]
+    replaced = {e.split("=", 1)[0] for e in extra}
+    overrides = [o for o in overrides if o.split("=", 1)[0] not in replaced] + extra
+    verl_overrides.validate_overrides(overrides)
+    cmd = [sys.executable, "-m", "verl.trainer.main_ppo", config_name, *overrides]
     start = time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)

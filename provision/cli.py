@@ -18,15 +18,8 @@ from rich.table import Table
 from ascend_ready.cli_guard import GuardedGroup
 from ascend_ready.errors import ConfigError, ExitCode, MatrixError
 from ascend_ready.provision.judge import Judgement, judge
-from ascend_ready.provision.matrix import (
-    ARCHES,
-    Matrix,
-    ResolvedStack,
-    load_matrix,
-    matrix_json_schema,
-    resolve,
-    version_key,
-)
+from ascend_ready.provision.matrix import ARCHES, Matrix, load_matrix, matrix_json_schema, version_key
+from ascend_ready.provision.resolver import ResolvedStack, resolve
 
 FORMATS = click.Choice(["table", "json"])
 

@@ -1,77 +1,19 @@
-"""The RL engines of the matrix (verl, vllm-ascend, MindSpeed-RL): which of their rows accept an
-installed stack, and the refusal of a fleet an engine does not support (the launcher's gate).
+"""The launcher's gate on the RL engines of the matrix (verl, vllm-ascend, MindSpeed-RL): a fleet whose
+stack no row of the engine accepts, or whose nodes run other engine releases than the row pins, is refused.
 
-The rows themselves are the matrix file's `engines:` (matrix.EngineRow); matrix re-exports these names.
+The rows are the matrix file's `engines:` (matrix.EngineRow); which rows accept a stack is resolver.py's.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from ascend_ready.errors import MatrixError
-from ascend_ready.provision.versions import base_version, same_version, version_key
-
-if TYPE_CHECKING:
-    from ascend_ready.provision.matrix import EngineRow, Matrix
+from ascend_ready.provision.matrix import Matrix, load_matrix
+from ascend_ready.provision.resolver import engine_pins, engine_rows_for, resolve
+from ascend_ready.provision.versions import same_version
 
 ENGINES = ("verl", "vllm-ascend", "mindspeed-rl")
-
-_CLAUSE_OPS = ("==", ">=", "<=", ">", "<")
-
-
-def parse_clause(clause: str) -> tuple[str, str]:
-    """'>=8.3.RC1' -> ('>=', '8.3.RC1'); raises ValueError for anything else."""
-    text = clause.strip()
-    op = next((o for o in _CLAUSE_OPS if text.startswith(o)), None)
-    if op is None:
-        raise ValueError(f"bad version clause {clause!r}: start with one of {' '.join(_CLAUSE_OPS)}")
-    version = text[len(op):].strip()
-    version_key(version)
-    return op, version
-
-
-def clauses_hold(clauses: list[str], version: str) -> bool:
-    """Whether `version` satisfies every clause (== compares as the matrix does: 8.2.rc1 == 8.2.RC1)."""
-    key = version_key(version)
-    for clause in clauses:
-        op, want = parse_clause(clause)
-        other = version_key(want)
-        ok = {"==": same_version(version, want), ">=": key >= other, "<=": key <= other,
-              ">": key > other, "<": key < other}[op]
-        if not ok:
-            return False
-    return True
-
-
-def _release_key(version: str) -> tuple:
-    """Orders engine releases: 0.11.0rc1 < 0.11.0, 2025.08.15 < 2025.12.11 (PEP 440-ish)."""
-    match = re.match(r"(\d+(?:\.\d+)*)\.?(.*)", version)
-    if match is None:
-        return ((), (0, version))
-    nums = tuple(int(x) for x in match.group(1).split("."))
-    tail = match.group(2)
-    return nums, (0, tail) if tail.startswith(("rc", "a", "b", "dev")) else (1, tail)
-
-
-def _row_holds(row: EngineRow, cann: str, torch: str, torch_npu: str) -> bool:
-    return (clauses_hold(row.cann, cann) and clauses_hold(row.torch, base_version(torch))
-            and clauses_hold(row.torch_npu, torch_npu))
-
-
-def engine_rows_for(m: Matrix, engine: str, cann: str, torch: str, torch_npu: str) -> list[EngineRow]:
-    """The newest row of `engine` that accepts the set, followed by the vllm-ascend row it installs
-    (which must accept the set too); empty when none does."""
-    rows = sorted((r for r in m.engines if r.engine == engine and _row_holds(r, cann, torch, torch_npu)),
-                  key=lambda r: _release_key(r.version), reverse=True)
-    for row in rows:
-        companion = row.companions.get("vllm-ascend") if engine != "vllm-ascend" else None
-        if companion is None:
-            return [row]
-        vllm = [r for r in m.engines if r.engine == "vllm-ascend" and r.version.lower() == companion.lower()]
-        if vllm and _row_holds(vllm[0], cann, torch, torch_npu):
-            return [row, vllm[0]]
-    return []
 
 
 def check_engine_fleet(engine: str, fingerprints: dict[str, dict[str, str | None]],
@@ -81,9 +23,6 @@ def check_engine_fleet(engine: str, fingerprints: dict[str, dict[str, str | None
     Returns node -> the engine rows it satisfies; raises MatrixError naming every node that is off (or
     that lacks a version) and the stack `ascend-matrix resolve --engine` recommends instead.
     """
-    # matrix imports this module (its resolver takes an `engine` pin), so its loader comes in here
-    from ascend_ready.provision.matrix import load_matrix, resolve
-
     m = matrix or load_matrix()
     if not [e for e in m.engines if e.engine == engine]:
         raise MatrixError(f"engine: no rows for engine {engine!r}",
@@ -110,3 +49,47 @@ def check_engine_fleet(engine: str, fingerprints: dict[str, dict[str, str | None
             hint = f"see the {engine} rows in `ascend-matrix show --format json`"
         raise MatrixError(f"{engine} does not support these nodes: " + "; ".join(bad), hint=hint)
     return ok
+
+
+def _same_release(have: str, want: str) -> bool:
+    """Two Python package versions (0.11.0rc1, 0.12.1+npu) as the matrix compares them."""
+    def norm(v: str) -> str:
+        return re.sub(r"(\d)(rc|a|b|post|dev)", r"\1.\2", v.strip().lower())
+    try:
+        return same_version(norm(have), norm(want))
+    except ValueError:
+        return norm(have) == norm(want)
+
+
+def check_engine_versions(engine: str, rows: dict[str, list[str]], installed: dict[str, dict[str,
+                                                                                             str | None]],
+                          matrix: Matrix | None = None, skip: tuple[str, ...] = ()) -> None:
+    """Refuse nodes whose installed engine packages differ from what their engine rows pin (verl's own
+    release, vllm-ascend, megatron-core, ...), naming node, package, the version found and the pinned one.
+
+    `rows`: node -> the row ids check_engine_fleet returned for it; `installed`: node -> distribution name ->
+    version as read with the node's interpreter (None: not installed). All nodes must also agree with each
+    other, which the pins imply. `skip`: packages this job does not load (megatron-core under fsdp)."""
+    m = matrix or load_matrix()
+    by_id = {r.id: r for r in m.engines}
+    bad: list[str] = []
+    pinned: dict[str, str] = {}
+    for node in sorted(rows):
+        pins: dict[str, str] = {}
+        for row_id in rows[node]:
+            pins.update(engine_pins(by_id[row_id]))
+        pinned.update(pins)
+        found = installed.get(node, {})
+        for package, want in pins.items():
+            if package in skip:
+                continue
+            have = found.get(package)
+            if have is None:
+                bad.append(f"{node}: {package} not installed (pinned {want})")
+            elif not _same_release(have, want):
+                bad.append(f"{node}: {package} {have}, not {want}")
+    if bad:
+        line = " ".join(f"{k}=={v}" for k, v in pinned.items())
+        raise MatrixError(f"{engine}: nodes run other releases than the matrix pins: " + "; ".join(bad),
+                          hint=f"install the pinned set on each node named ({line}; `ascend-matrix resolve "
+                               f"--engine {engine}` prints it)")

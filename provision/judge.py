@@ -16,11 +16,9 @@ from ascend_ready.provision.matrix import (
     Matrix,
     MatrixModel,
     StackRow,
-    hdk_bundle_for_driver,
     load_matrix,
-    normalized_pins,
-    preferred_python,
 )
+from ascend_ready.provision.resolver import hdk_bundle_for_driver, normalized_pins, preferred_python
 from ascend_ready.provision.versions import base_version, same_version, version_has_prefix, version_key
 
 

@@ -1,10 +1,7 @@
-"""The compatibility matrix (provision/matrix.yml): pydantic models that load and validate it. The
-resolver that turns a few pins into a full install stack is resolver.py (re-exported here); the judge of
-an installed set is judge.py.
+"""The compatibility matrix (provision/matrix.yml): pydantic models that load and validate it.
 
-`resolve()` is a pure function over a loaded `Matrix`; the Ansible lookup plugin and ascend-check
-import it, `ascend-matrix` shows it. Which RL engine rows accept a stack, and the fleet gate, are in
-engines.py (re-exported here).
+The resolver that turns a few pins into a full install stack (and picks engine rows) is resolver.py, the
+judge of an installed set judge.py, the launcher's engine gate engines.py; each imports this module.
 """
 
 from __future__ import annotations
@@ -17,15 +14,9 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ascend_ready.errors import MatrixError
-from ascend_ready.provision.engines import (  # noqa: F401  (re-exported: the old import path of these)
-    ENGINES,
-    check_engine_fleet,
-    clauses_hold,
-    engine_rows_for,
-    parse_clause,
-)
 from ascend_ready.provision.versions import (
     base_version,
+    parse_clause,
     python_minor,
     same_version,
     version_has_prefix,
@@ -453,20 +444,3 @@ def os_id_for(distribution: str, version: str, matrix: Matrix | None = None) -> 
         if entry is not None:
             return entry.id
     return None
-
-
-# ---------------------------------------------------------------------------------------------------
-# The resolver lives in resolver.py (it imports this module); its names stay importable from here.
-
-_RESOLVER_NAMES = frozenset({
-    "ResolvedEngine", "ResolvedLayout", "ResolvedPackages", "ResolvedPythonBuild", "ResolvedStack",
-    "hdk_bundle_for_driver", "normalized_pins", "preferred_python", "python_build_for", "resolve",
-})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _RESOLVER_NAMES:
-        from ascend_ready.provision import resolver
-
-        return getattr(resolver, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

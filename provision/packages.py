@@ -16,14 +16,8 @@ from typing import Literal
 from pydantic import Field
 
 from ascend_ready.errors import ConfigError, MatrixError
-from ascend_ready.provision.matrix import (
-    DEFAULT_ARCH,
-    Matrix,
-    MatrixModel,
-    ResolvedStack,
-    load_matrix,
-    resolve,
-)
+from ascend_ready.provision.matrix import DEFAULT_ARCH, Matrix, MatrixModel, load_matrix
+from ascend_ready.provision.resolver import ResolvedStack, resolve
 from ascend_ready.provision.versions import version_key
 
 MANIFEST = "SHA256SUMS"

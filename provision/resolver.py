@@ -1,16 +1,16 @@
 """The resolver: a few pins (CANN, torch, product, OS, arch, Python, engine) over a loaded `Matrix`
 (matrix.py) become one full install stack, with its layout, package names and the standalone CPython an
-old OS needs. A pure function; matrix.py re-exports these names for their older import path.
+old OS needs, and which RL engine rows accept a stack. A pure function over the loaded matrix.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import Field
 
 from ascend_ready.errors import MatrixError
-from ascend_ready.provision.engines import engine_rows_for
 from ascend_ready.provision.matrix import (
     ARCHES,
     DEFAULT_ARCH,
@@ -20,6 +20,7 @@ from ascend_ready.provision.matrix import (
     PYTHON_BUILD_FILE,
     PYTHON_BUILD_PAGE,
     Arch,
+    EngineRow,
     HdkRelease,
     Matrix,
     MatrixModel,
@@ -29,11 +30,55 @@ from ascend_ready.provision.matrix import (
 )
 from ascend_ready.provision.versions import (
     base_version,
+    clauses_hold,
     python_minor,
     same_version,
     version_has_prefix,
     version_key,
 )
+
+# ---------------------------------------------------------------------------------------------------
+# Engine rows (the `engine` pin)
+
+
+def _release_key(version: str) -> tuple:
+    """Orders engine releases: 0.11.0rc1 < 0.11.0, 2025.08.15 < 2025.12.11 (PEP 440-ish)."""
+    match = re.match(r"(\d+(?:\.\d+)*)\.?(.*)", version)
+    if match is None:
+        return ((), (0, version))
+    nums = tuple(int(x) for x in match.group(1).split("."))
+    tail = match.group(2)
+    return nums, (0, tail) if tail.startswith(("rc", "a", "b", "dev")) else (1, tail)
+
+
+def _row_holds(row: EngineRow, cann: str, torch: str, torch_npu: str) -> bool:
+    return (clauses_hold(row.cann, cann) and clauses_hold(row.torch, base_version(torch))
+            and clauses_hold(row.torch_npu, torch_npu))
+
+
+def engine_pins(row: EngineRow) -> dict[str, str]:
+    """The package versions an engine row pins: its companions, and the engine's own release where the
+    row names one (a row dated after the docs revision it copies, such as 2025.08.15, pins no release)."""
+    pins = dict(row.companions)
+    first = row.version.split(".", 1)[0]
+    if first.isdigit() and int(first) < 1900:
+        pins = {row.engine: row.version, **pins}
+    return pins
+
+
+def engine_rows_for(m: Matrix, engine: str, cann: str, torch: str, torch_npu: str) -> list[EngineRow]:
+    """The newest row of `engine` that accepts the set, followed by the vllm-ascend row it installs
+    (which must accept the set too); empty when none does."""
+    rows = sorted((r for r in m.engines if r.engine == engine and _row_holds(r, cann, torch, torch_npu)),
+                  key=lambda r: _release_key(r.version), reverse=True)
+    for row in rows:
+        companion = row.companions.get("vllm-ascend") if engine != "vllm-ascend" else None
+        if companion is None:
+            return [row]
+        vllm = [r for r in m.engines if r.engine == "vllm-ascend" and r.version.lower() == companion.lower()]
+        if vllm and _row_holds(vllm[0], cann, torch, torch_npu):
+            return [row, vllm[0]]
+    return []
 
 
 class ResolvedLayout(MatrixModel):
@@ -306,7 +351,7 @@ def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str,
         rows = engine_rows_for(m, pins["engine"], stack.cann, stack.torch, stack.torch_npu)
         companions: dict[str, str] = {}
         for r in rows:
-            companions.update(r.companions)
+            companions.update(engine_pins(r))
         engine = ResolvedEngine(engine=pins["engine"], rows=[r.id for r in rows], companions=companions,
                                 sources=list(dict.fromkeys(r.source for r in rows)))
         if not all(python in r.python for r in rows):

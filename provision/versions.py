@@ -72,3 +72,30 @@ def python_minor(text: str) -> str:
     if m is None:
         raise ValueError(f"bad Python version {text!r}: expected MAJOR.MINOR such as 3.10")
     return f"{m.group(1)}.{m.group(2)}"
+
+
+_CLAUSE_OPS = ("==", ">=", "<=", ">", "<")
+
+
+def parse_clause(clause: str) -> tuple[str, str]:
+    """'>=8.3.RC1' -> ('>=', '8.3.RC1'); raises ValueError for anything else."""
+    text = clause.strip()
+    op = next((o for o in _CLAUSE_OPS if text.startswith(o)), None)
+    if op is None:
+        raise ValueError(f"bad version clause {clause!r}: start with one of {' '.join(_CLAUSE_OPS)}")
+    version = text[len(op):].strip()
+    version_key(version)
+    return op, version
+
+
+def clauses_hold(clauses: list[str], version: str) -> bool:
+    """Whether `version` satisfies every clause (== compares as the matrix does: 8.2.rc1 == 8.2.RC1)."""
+    key = version_key(version)
+    for clause in clauses:
+        op, want = parse_clause(clause)
+        other = version_key(want)
+        ok = {"==": same_version(version, want), ">=": key >= other, "<=": key <= other,
+              ">": key > other, "<": key < other}[op]
+        if not ok:
+            return False
+    return True

@@ -1,6 +1,7 @@
 """Generate the reference pages of docs/ from the sources they describe, so they cannot drift:
-docs/checks.md (the check registry and diagnose's knowledge base), docs/matrix.md (provision/matrix.yml)
-and the example block of docs/packages.md (`ascend-matrix packages`).
+docs/checks.md (the check registry and diagnose's knowledge base), docs/matrix.md (provision/matrix.yml),
+the example block of docs/packages.md (`ascend-matrix packages`) and the translation table of docs/verl.md
+(training/verl_translation.yml).
 
 Usage: .venv/bin/python scripts/gen_docs.py           # rewrite the pages
        .venv/bin/python scripts/gen_docs.py --check   # exit 1 naming each stale page (tests/test_docs.py)
@@ -348,6 +349,29 @@ def render_packages_example() -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---------------------------------------------------------------- docs/verl.md (the translation table)
+
+
+def render_verl_translation() -> str:
+    from ascend_ready.training.verl_overrides import translation_table
+
+    table = translation_table()
+    rows = []
+    for field, entry in table["fields"].items():
+        keys = ", ".join(f"`{k.replace('A.', 'actor_rollout_ref.', 1)}`".replace(" (", "` (").replace(")`",
+                                                                                                      ")")
+                         for k in entry.get("verl", []))
+        said = [f"**refused**: {entry['refused']}" if "refused" in entry else "",
+                f"ours: {entry['ours']}" if "ours" in entry else "",
+                f"no effect under verl: {entry['moot']}" if "moot" in entry else "",
+                entry.get("note", "")]
+        rows.append([f"`{field}`", keys or "-", "; ".join(_prose(s.strip()) for s in said if s)])
+    lines = [f"Every field of the training config, for verl {table['verl_version']} (a key in parentheses is "
+             "written only under that algorithm, strategy or device):", ""]
+    lines += _table(["our field", f"verl {table['verl_version']} key(s)", "refused, or how"], rows)
+    return "\n".join(lines) + "\n"
+
+
 def _sh(arg: str) -> str:
     import shlex
 
@@ -367,12 +391,14 @@ def _fill_blocks(text: str, blocks: dict[str, str], path: Path) -> str:
 def pages() -> dict[Path, str]:
     """Every generated page's content as it should be."""
     packages = DOCS / "packages.md"
+    verl = DOCS / "verl.md"
     return {
         DOCS / "checks.md": render_checks(),
         DOCS / "matrix.md": render_matrix(),
         packages: _fill_blocks(
             packages.read_text(), {"packages-example": render_packages_example()}, packages
         ),
+        verl: _fill_blocks(verl.read_text(), {"verl-translation": render_verl_translation()}, verl),
     }
 
 

@@ -10,8 +10,8 @@ venv=$1 torch=$2 verl=$3
 bin=$venv/bin
 # torch in the same command, so nothing resolves to a CUDA build.
 main=(-e '.[dev,train,verl]' "torch==$torch")
-# verl without its requirements (ray, tensordict, a transformers pin would pull a CUDA torch): enough to
-# compose and check its Hydra config (docs/verl.md).
+# verl without its requirements (a transformers pin and its vllm/megatron extras would pull a CUDA torch):
+# the [verl] extra above brings what composing its Hydra config and its validate_config need (docs/verl.md).
 verl=("verl==$verl")
 
 if [ "${ASCEND_READY_INSTALLER:-uv}" = uv ] && "$bin/pip" install -q uv 2>/dev/null; then

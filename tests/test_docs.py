@@ -23,7 +23,7 @@ def _generator():
 gen_docs = _generator()
 
 
-@pytest.mark.parametrize("page", ["checks.md", "matrix.md", "packages.md"])
+@pytest.mark.parametrize("page", ["checks.md", "matrix.md", "packages.md", "verl.md"])
 def test_generated_page_is_up_to_date(page):
     want = {path.name: text for path, text in gen_docs.pages().items()}[page]
     have = (DOCS / page).read_text()

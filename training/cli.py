@@ -99,6 +99,10 @@ def _launch(
     **opts,
 ) -> None:
     cfg = _apply_flags(load_config(config, overrides), opts)
+    if opts.get("strategy"):
+        if (opts.get("engine") or "trl") != "verl":
+            raise ConfigError("--strategy chooses verl's training strategy", hint="add --engine verl")
+        cfg.distributed.strategy = opts["strategy"]
     out = Path(output_dir or f"runs/{algo}")
     worker = os.environ.get(launch_mod.WORKER_ENV) == "1" or "RANK" in os.environ
     engine = opts.get("engine") or "trl"
@@ -192,9 +196,9 @@ def _plan_gate(algo: str, cfg: TrainConfig, engine: str) -> None:
 
     plan = launch_gate(cfg, algo, engine=engine)
     if plan is not None:
-        click.echo(f"memory plan: peak {plan.peak_bytes / GIB:.1f} of "
-                   f"{plan.device.budget_bytes / GIB:.1f} GiB "
-                   f"per device on {plan.layout.describe()}", err=True)
+        phase, need, limit = plan.binding
+        click.echo(f"memory plan: peak {need / GIB:.1f} of {limit / GIB:.1f} GiB per device in the {phase} "
+                   f"phase on {plan.layout.describe()}", err=True)
 
 
 def _launch_across_nodes(algo: str, cfg: TrainConfig, out: Path, resume: bool, skip_preflight: bool,
@@ -272,6 +276,8 @@ def _algo_command(algo: str, help_text: str):
     @click.option("--device", type=click.Choice(["auto", "npu", "cuda", "cpu"]), help="Force a device kind.")
     @click.option("--engine", type=click.Choice(["trl", "verl"]), default="trl",
                   help="trl: our entrypoints under torchrun; verl (grpo, ppo): verl's trainer (Ray).")
+    @click.option("--strategy", type=click.Choice(["fsdp", "megatron"]),
+                  help="--engine verl: verl's training strategy [default: distributed.strategy].")
     @click.option(
         "--launch-spec",
         type=click.Path(dir_okay=False),
@@ -328,12 +334,16 @@ main.add_command(_algo_command("rm", "Reward-model training on chosen/rejected p
 @click.option("--profile", help="Hardware profile name or file [default: atlas-800t-a2].")
 @click.option("--strategy", type=click.Choice(["zero", "fsdp", "megatron"]),
               help="Sharding [default: zero for trl; fsdp for verl, megatron with --tp/--pp/--ep].")
-@click.option("--tp", type=int, default=1, help="Tensor parallel size (megatron).")
-@click.option("--pp", type=int, default=1, help="Pipeline parallel size (megatron).")
-@click.option("--ep", type=int, default=1, help="Expert parallel size (megatron, MoE).")
+@click.option("--tp", type=int, help="Tensor parallel size (megatron) [default: "
+              "distributed.tensor_parallel].")
+@click.option("--pp", type=int, help="Pipeline parallel size (megatron) [default: "
+              "distributed.pipeline_parallel].")
+@click.option("--ep", type=int, help="Expert parallel size (megatron, MoE) [default: "
+              "distributed.expert_parallel].")
 @click.option("--rollout-tp", type=int, help="Rollout tensor parallel size [default: smallest that fits].")
 @click.option("--model-config", type=click.Path(dir_okay=False), help="The model's config.json.")
 @click.option("--hbm-gb", type=float, help="Device memory in GB, instead of the profile's.")
+@click.option("--host-ram-gb", type=float, help="Host RAM per node in GB, for offloaded states.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @click.argument("overrides", nargs=-1)
 def plan_cmd(config: str, algorithm: str, engine: str, fmt: str, overrides: tuple[str, ...], **kw) -> None:
@@ -347,8 +357,8 @@ def plan_cmd(config: str, algorithm: str, engine: str, fmt: str, overrides: tupl
     best = None if plan.fits else mp.smallest_fleet(model, work, plan.device, engine=plan.engine,
                                                     base=plan.layout)
     if fmt == "json":
-        fleet = best.as_dict() if best else None
-        click.echo(json.dumps({**plan.as_dict(), "smallest_fleet": fleet}, indent=1))
+        fleet = mp.plan_as_dict(best) if best else None
+        click.echo(json.dumps({**mp.plan_as_dict(plan), "smallest_fleet": fleet}, indent=1))
     else:
         click.echo(mp.format_plan(plan))
         if best is not None:

@@ -201,6 +201,20 @@ class OptimConfig(_Section):
     """Gradient clipping norm."""
 
 
+class RolloutSettings(_Section):
+    """--engine verl: the rollout engine (vLLM / vLLM-Ascend) beside the trainer, with its own parallelism."""
+
+    tensor_parallel: int | None = Field(None, ge=1)
+    """Tensor-parallel size of each rollout replica (unset: the smallest whose weights fit)."""
+    expert_parallel: int = Field(1, ge=1)
+    """Expert-parallel size of each replica (MoE): above 1 it is tensor_parallel x the replica's data
+    parallel size, as vLLM's and verl's expert parallelism define it; the experts are split over it."""
+    gpu_memory_utilization: float | None = Field(None, gt=0.0, le=1.0)
+    """Share of each device's memory vLLM reserves for weights and KV cache (unset: what the plan leaves)."""
+    max_num_seqs: int = Field(256, ge=1)
+    """Sequences one replica schedules at once (vLLM's max_num_seqs); fewer fit: a throughput note."""
+
+
 class DistributedConfig(_Section):
     """Sharding across ranks (the process group itself comes from the torchrun environment)."""
 
@@ -209,6 +223,22 @@ class DistributedConfig(_Section):
     PPO takes 3 only, as PyTorch FSDP2 full sharding (the same partitioning, no extra package)."""
     offload: bool = False
     """Keep parameters and optimiser state in host memory (ZeRO-3 / FSDP2 offload; ignored on CPU)."""
+    strategy: Literal["auto", "fsdp", "megatron"] = "auto"
+    """--engine verl: verl's training strategy. `auto`: megatron when any model-parallel size below is above
+    1, else fsdp (full sharding). `ascend-train --strategy` sets it."""
+    tensor_parallel: int = Field(1, ge=1)
+    """--engine verl, megatron: tensor-parallel size of the actor, reference and critic."""
+    pipeline_parallel: int = Field(1, ge=1)
+    """--engine verl, megatron: pipeline-parallel stages."""
+    expert_parallel: int = Field(1, ge=1)
+    """--engine verl, megatron: expert-parallel size (MoE models; the experts are split over it)."""
+    context_parallel: int = Field(1, ge=1)
+    """--engine verl, megatron: context-parallel size (each sequence split over it)."""
+    sequence_parallel: int = Field(1, ge=1)
+    """--engine verl, fsdp: Ulysses sequence-parallel size (each sequence's activations split over it)."""
+    optimizer_on_host: bool = False
+    """--engine verl: Adam states live in host memory and the optimiser step runs on the CPU (Megatron's
+    optimizer_cpu_offload, MindSpeed's swap_optimizer): device memory for much more host RAM."""
 
 
 class HcclConfig(_Section):
@@ -299,6 +329,8 @@ class TrainConfig(_Section):
     """PPO settings."""
     optim: OptimConfig = OptimConfig()
     """Optimiser."""
+    rollout: RolloutSettings = RolloutSettings()
+    """--engine verl: the rollout engine's parallelism and memory."""
     distributed: DistributedConfig = DistributedConfig()
     """Sharding."""
     launch: LaunchConfig = LaunchConfig()

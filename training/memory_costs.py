@@ -79,6 +79,16 @@ HBM_MB_BY_PRODUCT = {"910b": 65536, "910_93": 65536, "310p": 49152}
 
 #: vLLM's default cap on sequences scheduled at once per engine (SchedulerConfig.max_num_seqs)
 ROLLOUT_MAX_NUM_SEQS = 256
+#: host RAM per node, by the matrix product id, for the offload check when the profile states none:
+#: Atlas 800T A2 and A3 servers are commonly fitted with 32 x 64 GB DDR4/DDR5 (2 TB is the A2's maximum of
+#: 32 slots of 64 GB, Huawei's product page), taken here at 1 TB (16 x 64 GB, the usual order) so the check
+#: errs on the safe side; `--host-ram-gb` gives the real figure.
+HOST_RAM_GB_BY_PRODUCT = {"910b": 1024, "910_93": 1024, "310p": 256}
+#: share of a node's RAM offloaded states may take (Ray's object store 30 %, the OS and the workers 10 %)
+HOST_RAM_USABLE = 0.6
+#: what vLLM's workspace takes beside weights and KV cache: one forward of max_num_batched_tokens
+#: (verl's default 8192) through one layer, and the sampler's fp32 logits for max_num_seqs sequences
+ROLLOUT_BATCHED_TOKENS = 8192
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -282,6 +292,11 @@ class Layout:
     ep: int = 1
     offload: bool = False
     rollout_tp: int = 1
+    cp: int = 1
+    sp: int = 1
+    rollout_ep: int = 1
+    optimizer_on_host: bool = False
+    offload_optimizer: bool | None = None
 
     @property
     def world(self) -> int:
@@ -289,11 +304,21 @@ class Layout:
 
     @property
     def dp(self) -> int:
-        return self.world // (self.tp * self.pp)
+        return self.world // (self.tp * self.pp * self.cp)
 
     @property
     def expert_dp(self) -> int:
         return self.world // (self.ep * self.pp)
+
+    @property
+    def rollout_dp(self) -> int:
+        """Data-parallel ranks inside one rollout replica: vLLM's expert parallel size is TP x DP."""
+        return max(1, self.rollout_ep // self.rollout_tp) if self.rollout_ep > 1 else 1
+
+    @property
+    def rollout_replica(self) -> int:
+        """Devices of one rollout replica."""
+        return self.rollout_tp * self.rollout_dp
 
     def problems(self, model: ModelShape) -> list[str]:
         """Why this layout cannot run the model (empty: it can)."""
@@ -309,18 +334,35 @@ class Layout:
             out.append(f"pp={self.pp} exceeds {model.num_layers} layers")
         if self.ep > 1 and (not model.is_moe or model.num_experts % self.ep):
             out.append(f"ep={self.ep} does not divide {model.num_experts} experts")
-        if self.rollout_tp > self.world or self.world % self.rollout_tp:
-            out.append(f"rollout_tp={self.rollout_tp} does not divide {self.world} devices")
-        if self.strategy == "fsdp" and (self.tp, self.pp, self.ep) != (1, 1, 1):
-            out.append("fsdp takes no tp/pp/ep (use the megatron strategy)")
+        if self.world % (self.tp * self.pp * self.cp):
+            out.append(f"tp*pp*cp={self.tp * self.pp * self.cp} does not divide {self.world} devices")
+        if self.rollout_ep > 1 and self.rollout_ep % self.rollout_tp:
+            out.append(f"rollout ep={self.rollout_ep} is not rollout tp={self.rollout_tp} x a "
+                       f"data-parallel size "
+                       "(vLLM's expert parallel size is TP x DP)")
+        if self.rollout_ep > 1 and (not model.is_moe or model.num_experts % self.rollout_ep):
+            out.append(f"rollout ep={self.rollout_ep} does not divide {model.num_experts} experts")
+        if self.rollout_replica > self.world or self.world % self.rollout_replica:
+            out.append(f"a rollout replica of {self.rollout_replica} devices does not divide "
+                       f"{self.world} devices")
+        if self.strategy == "fsdp" and (self.tp, self.pp, self.ep, self.cp) != (1, 1, 1, 1):
+            out.append("fsdp takes no tp/pp/ep/cp (use the megatron strategy)")
+        if self.sp > 1 and (self.strategy != "fsdp" or self.world % self.sp or model.num_heads % self.sp):
+            out.append(f"Ulysses sp={self.sp} needs the fsdp strategy and must divide the devices and the "
+                       f"{model.num_heads} heads")
         return out
 
     def describe(self) -> str:
         shard = {"fsdp": "FSDP full shard", "megatron": f"Megatron ZeRO-{self.zero_stage}",
                  "zero": f"ZeRO-{self.zero_stage}"}[self.strategy]
-        par = "".join(f" {k}={v}" for k, v in (("tp", self.tp), ("pp", self.pp), ("ep", self.ep)) if v > 1)
+        par = "".join(f" {k}={v}" for k, v in (("tp", self.tp), ("pp", self.pp), ("ep", self.ep), ("cp",
+                                                                                                   self.cp),
+                                                ("sp", self.sp)) if v > 1)
+        rollout = f"rollout tp={self.rollout_tp}" + (f" ep={self.rollout_ep}" if self.rollout_ep > 1 else "")
         return (f"{self.nodes} node(s) x {self.devices_per_node} = {self.world} devices, {shard}{par}"
-                f"{', offload' if self.offload else ''}, rollout tp={self.rollout_tp}")
+                f"{', offload' if self.offload else ''}"
+                f"{', optimizer on host' if self.optimizer_on_host else ''}"
+                f", {rollout}")
 
 
 @dataclass(frozen=True)
@@ -338,6 +380,8 @@ class Workload:
     rollout: bool = False
     rollout_sequences: int = 0
     flash_attention: bool = True
+    rollout_gpu_util: float | None = None
+    rollout_max_num_seqs: int = 256
 
 
 @dataclass(frozen=True)
@@ -349,10 +393,17 @@ class Device:
     idle_baseline_mb: int = 0
     max_used_pct: float = 90.0
     devices_per_node: int = 8
+    host_ram_gb: float = 0.0
 
     @property
     def budget_bytes(self) -> float:
         return self.hbm_mb * 2**20 * self.max_used_pct / 100 - self.idle_baseline_mb * 2**20
+
+    @property
+    def host_budget_bytes(self) -> float:
+        """What offloaded states may take of a node's RAM: Ray's object store claims 30 % of it by default
+        (Ray docs, "Memory Management": object_store_memory), and the OS and workers need room too."""
+        return self.host_ram_gb * GB * HOST_RAM_USABLE
 
 
 def device_from_profile(profile: Any) -> Device:
@@ -361,9 +412,10 @@ def device_from_profile(profile: Any) -> Device:
     if not hbm:
         raise ConfigError(f"profile {profile.product}: device memory unknown",
                           hint="give --hbm-gb, or a profile with hbm_total_mb")
+    ram = getattr(profile, "host_ram_gb", None) or HOST_RAM_GB_BY_PRODUCT.get(profile.matrix_product, 0)
     return Device(name=profile.product, hbm_mb=int(hbm), idle_baseline_mb=profile.hbm_idle_baseline_mb,
                   max_used_pct=profile.hbm_max_used_pct,
-                  devices_per_node=profile.npu_count * profile.chips_per_npu)
+                  devices_per_node=profile.npu_count * profile.chips_per_npu, host_ram_gb=float(ram))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -403,7 +455,7 @@ def zero_bytes_per_device(params: float, stage: int, n_d: int, dtype_bytes: int 
 
 @dataclass
 class MemoryPlan:
-    """The per-device bill of one layout, and whether it fits."""
+    """The per-device bill of one layout, and whether it fits (device phases, and the node's host RAM)."""
 
     model: str
     total_params: int
@@ -414,25 +466,55 @@ class MemoryPlan:
     components: dict[str, float] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    host_bytes_per_node: float = 0.0
+    rollout_gpu_util: float | None = None
+    model_layers: int = 0
 
     @property
     def peak_bytes(self) -> float:
         return max(self.phases.values())
 
+    def limit(self, phase: str) -> float:
+        """A phase's limit: the profile's budget, except for the rollout, where vLLM takes its
+        gpu_memory_utilization share of the device's whole memory by design (the driver's reservation
+        and what stays resident must leave it room)."""
+        if phase == "rollout":
+            return self.device.hbm_mb * 2**20 - self.device.idle_baseline_mb * 2**20
+        return self.device.budget_bytes
+
+    @property
+    def device_fits(self) -> bool:
+        return all(v <= self.limit(k) for k, v in self.phases.items())
+
+    @property
+    def host_fits(self) -> bool:
+        return self.host_bytes_per_node <= self.device.host_budget_bytes or not self.host_bytes_per_node
+
     @property
     def fits(self) -> bool:
-        return self.peak_bytes <= self.device.budget_bytes
+        return self.device_fits and self.host_fits
 
-    def as_dict(self) -> dict[str, Any]:
-        """The plan as `ascend-train plan --format json` prints it (memory_render.plan_as_dict)."""
-        from ascend_ready.training.memory_render import plan_as_dict  # it imports this module
-
-        return plan_as_dict(self)
+    @property
+    def binding(self) -> tuple[str, float, float]:
+        """The phase that decides the plan: (name, its bytes, its limit) -- the host RAM when offloaded
+        states do not fit it and the device does, else the device phase with the highest peak."""
+        if self.device_fits and not self.host_fits:
+            return ("host RAM (offloaded states, per node)", self.host_bytes_per_node,
+                    self.device.host_budget_bytes)
+        worst = max(self.phases, key=lambda k: self.phases[k] / self.limit(k))
+        return worst, self.phases[worst], self.limit(worst)
 
 
 def _states(model: ModelShape, layout: Layout, work: Workload, *, frozen: bool = False,
             value_model: bool = False) -> dict[str, float]:
-    """Weights/gradients/optimizer of one model per device under the layout (frozen: weights only)."""
+    """Weights/gradients/optimizer of one model per device under the layout (frozen: weights only).
+
+    Gradients as each engine keeps them: DeepSpeed (`zero`) its partitions in fp32; verl's FSDP reduces in
+    fp32 (its mixed_precision reduce_dtype) and holds the fp32 gradient shard, plus, while one unit's
+    backward runs, that unit's whole gradient in fp32 before the reduce-scatter -- for a MoE layer every
+    expert of it; Megatron accumulates into an fp32 main-grad buffer of the rank's whole model slice (the
+    distributed optimizer shards only the optimizer states).
+    """
     tp_pp = layout.tp * layout.pp
     ep_pp = layout.ep * layout.pp
     dense = model.dense_params() / tp_pp
@@ -444,7 +526,8 @@ def _states(model: ModelShape, layout: Layout, work: Workload, *, frozen: bool =
         stage = 3 if stage >= 3 else 0
     shard_d = layout.world if layout.strategy == "fsdp" else layout.dp
     shard_e = layout.world if layout.strategy == "fsdp" else layout.expert_dp
-    lora = model.lora_params(work.lora_rank) if work.lora_rank and not value_model else None
+    # a LoRA critic trains adapters of its own (ours and verl's: critic.model.lora_rank)
+    lora = model.lora_params(work.lora_rank) if work.lora_rank else None
     out = {"weights": 0.0, "gradients": 0.0, "optimizer": 0.0}
     for params, shard in ((dense, shard_d), (expert, shard_e)):
         share = params / (dense + expert) if (dense + expert) else 0
@@ -454,19 +537,24 @@ def _states(model: ModelShape, layout: Layout, work: Workload, *, frozen: bool =
             trainable = lora / tp_pp * share
         else:
             trainable = None
-        # DeepSpeed (the `zero` strategy) holds its gradient partitions in fp32
-        fp32_grads = layout.strategy == "zero" and stage >= 1 and not frozen
+        # every engine here reduces or accumulates gradients in fp32 (see the docstring)
+        fp32_grads = not frozen and work.dtype_bytes == 2 and (
+            (layout.strategy == "zero" and stage >= 1) or layout.strategy in ("fsdp", "megatron"))
         for k, v in model_state_bytes(params, stage=stage, shard=shard, dtype_bytes=work.dtype_bytes,
                                       trainable=trainable, fp32_grads=fp32_grads).items():
             out[k] += v
     if stage >= 3:
         # the working layer, all-gathered, and the next one prefetched
         out["weights"] += 2 * work.dtype_bytes * model.largest_layer_params() / tp_pp
+        if layout.strategy == "fsdp" and not frozen and lora is None:
+            # the unit's unsharded fp32 gradient before its reduce-scatter
+            out["gradients"] += 4 * model.largest_layer_params()
     return out
 
 
 def _activations(model: ModelShape, layout: Layout, work: Workload) -> dict[str, float]:
-    s, b = work.seq_len, work.micro_batch
+    """Activations and logits of one micro-batch; context parallelism and Ulysses SP split the sequence."""
+    s, b = math.ceil(work.seq_len / (layout.cp * layout.sp)), work.micro_batch
     per_layer = model.activation_bytes_per_layer(s, b, tp=layout.tp, flash=work.flash_attention,
                                                  dtype_bytes=work.dtype_bytes)
     if work.recompute:
@@ -478,15 +566,64 @@ def _activations(model: ModelShape, layout: Layout, work: Workload) -> dict[str,
     return {"activations": layers, "logits": logits}
 
 
+def rollout_weights_bytes(model: ModelShape, layout: Layout, dtype_bytes: int = 2) -> float:
+    """One device's share of the rollout engine's weights: dense weights split over its TP, experts over
+    the whole replica (TP x DP; vLLM splits them over it with or without expert parallelism)."""
+    return dtype_bytes * (model.dense_params() / layout.rollout_tp
+                          + model.expert_params() / layout.rollout_replica)
+
+
+def _rollout(plan: MemoryPlan, model: ModelShape, work: Workload, resident: float) -> None:
+    """vLLM's share of the device: it reserves gpu_memory_utilization x HBM for weights, workspace and KV
+    cache, and needs room for one whole sequence in it; fewer sequences at once than the batch offers is a
+    throughput note, not a refusal. Unset, the utilization is what the resident states leave."""
+    layout, device = plan.layout, plan.device
+    hbm = device.hbm_mb * 2**20
+    weights = rollout_weights_bytes(model, layout, work.dtype_bytes)
+    per_token = model.kv_bytes_per_token(work.dtype_bytes, layout.rollout_tp)
+    one_seq = work.seq_len * per_token
+    workspace = (model.activation_bytes_per_layer(ROLLOUT_BATCHED_TOKENS, 1, tp=layout.rollout_tp)
+                 + work.rollout_max_num_seqs * model.vocab_size * 4 / layout.rollout_tp)
+    util = work.rollout_gpu_util
+    if util is None:
+        util = max(0.05, min(0.9, math.floor(100 * (plan.limit("rollout") - resident) / hbm) / 100))
+    reserved = util * hbm
+    kv_room = reserved - weights - workspace
+    groups = max(layout.world // layout.rollout_tp, 1)  # attention groups; each runs its own sequences
+    wanted = min(math.ceil(work.rollout_sequences / groups), work.rollout_max_num_seqs)
+    at_once = max(0, int(kv_room // one_seq)) if one_seq else wanted
+    plan.components.update({"rollout_weights": weights, "rollout_workspace": workspace,
+                            "rollout_kv_cache": max(kv_room, 0.0)})
+    plan.rollout_gpu_util = util
+    needed = weights + workspace + one_seq
+    plan.phases["rollout"] = resident + max(reserved, needed)
+    if needed > reserved:
+        plan.notes.append(f"rollout: gpu_memory_utilization {util:g} reserves {reserved / GIB:.1f} GiB, "
+                          f"but the "
+                          f"weights ({weights / GIB:.1f} GiB), workspace ({workspace / GIB:.1f} GiB) and one "
+                          f"sequence of {work.seq_len} tokens ({one_seq / GIB:.2f} GiB) need "
+                          f"{needed / GIB:.1f}")
+    elif at_once < wanted:
+        plan.notes.append(f"rollout: KV room for {at_once} of the {wanted} sequences each engine is "
+                          f"given at once ({one_seq / 2**20:.0f} MiB each): vLLM runs them in turns "
+                          "(throughput, not memory)")
+    else:
+        plan.notes.append(f"rollout: {wanted} sequences x {work.seq_len} tokens at once per engine of "
+                          f"{layout.rollout_replica} device(s), gpu_memory_utilization {util:g}")
+
+
 def plan_memory(model: ModelShape, layout: Layout, work: Workload, device: Device,
                 engine: Engine = "trl") -> MemoryPlan:
     """Price one layout: per-device components and the peak of each phase."""
     problems = layout.problems(model)
     if problems:
         raise ConfigError("layout cannot run this model: " + "; ".join(problems),
-                          hint="pick tp/pp/ep/rollout_tp that divide the devices, heads and experts")
+                          hint="pick tp/pp/ep/cp/sp and the rollout's tp/ep so they divide the devices, "
+                               "heads "
+                               "and experts")
     plan = MemoryPlan(model=model.name, total_params=model.total_params(),
-                      active_params=model.active_params(), layout=layout, engine=engine, device=device)
+                      active_params=model.active_params(), layout=layout, engine=engine, device=device,
+                      model_layers=model.num_layers)
     c = plan.components
     actor = _states(model, layout, work)
     act = _activations(model, layout, work)
@@ -495,6 +632,7 @@ def plan_memory(model: ModelShape, layout: Layout, work: Workload, device: Devic
     if work.reference_model and not work.lora_rank:
         c["reference_weights"] = _states(model, layout, work, frozen=True)["weights"]
     critic_total = 0.0
+    critic: dict[str, float] = {}
     if work.critic == "separate":
         critic = _states(model, layout, work, value_model=True)
         c.update({f"critic_{k}": v for k, v in critic.items()})
@@ -521,24 +659,38 @@ def plan_memory(model: ModelShape, layout: Layout, work: Workload, device: Devic
             plan.phases["generate"] = resident + kv
         return plan
     # verl: colocated workers, phase by phase
-    resident_idle = 0.0 if layout.offload else actor_total + ref + critic_total
+    host = 0.0
+    if layout.optimizer_on_host:
+        # the optimizer step runs on the CPU from host-resident states (Megatron's optimizer_cpu_offload)
+        host += actor.get("optimizer", 0.0) + critic.get("optimizer", 0.0)
+        actor_total -= actor.get("optimizer", 0.0)
+        critic_total -= critic.get("optimizer", 0.0)
+        c["actor_optimizer"] = 0.0
+        if critic:
+            c["critic_optimizer"] = 0.0
+        plan.notes.append("optimizer on host: Adam states in host memory, the step on the CPU")
+    states = actor_total + ref + critic_total
+    optimizer = c.get("actor_optimizer", 0.0) + c.get("critic_optimizer", 0.0)
+    offload_optimizer = layout.offload if layout.offload_optimizer is None else layout.offload_optimizer
+    # what stays on the device while another model or the rollout runs
+    resident_idle = ((0.0 if layout.offload else states - optimizer)
+                     + (0.0 if offload_optimizer else optimizer))
+    host += states - resident_idle
+    if layout.offload:
+        plan.notes.append("offload: idle models' weights and gradients wait in host memory"
+                          + (", and their optimizer states" if offload_optimizer else ""))
+    plan.host_bytes_per_node = host * layout.devices_per_node
     plan.phases["actor_update"] = (actor_total + act["activations"] + act["logits"]
                                    + (0.0 if layout.offload else ref + critic_total))
     if work.critic == "separate":
         plan.phases["critic_update"] = (critic_total + c["critic_activations"]
                                         + (0.0 if layout.offload else actor_total + ref))
     if work.rollout:
-        rollout_weights = work.dtype_bytes * model.total_params() / layout.rollout_tp
-        replicas = layout.world // layout.rollout_tp
-        seqs = min(math.ceil(work.rollout_sequences / max(replicas, 1)), ROLLOUT_MAX_NUM_SEQS)
-        kv = seqs * work.seq_len * model.kv_bytes_per_token(work.dtype_bytes, layout.rollout_tp)
-        c["rollout_weights"] = rollout_weights
-        c["rollout_kv_cache"] = kv
-        plan.phases["rollout"] = resident_idle + rollout_weights + kv
-        plan.notes.append(f"rollout: {seqs} sequences x {work.seq_len} tokens per engine of "
-                          f"{layout.rollout_tp} device(s); KV "
-                          f"{model.kv_bytes_per_token(work.dtype_bytes, layout.rollout_tp) / 2**20:.3f} "
-                          "MiB/token/device")
-    if layout.offload:
-        plan.notes.append("offload: idle models' weights and optimizer states wait in host memory")
+        _rollout(plan, model, work, resident_idle)
+    if plan.host_bytes_per_node and not plan.host_fits:
+        plan.notes.append(f"host RAM: offloaded states need {plan.host_bytes_per_node / GB:.0f} GB per "
+                          f"node of "
+                          f"{device.host_ram_gb:g} GB ({HOST_RAM_USABLE:.0%} usable: "
+                          f"{device.host_budget_bytes / GB:.0f} "
+                          "GB)")
     return plan

@@ -16,6 +16,7 @@ from ascend_ready.training.memory_costs import (
     GB,
     GIB,
     HBM_MB_BY_PRODUCT,
+    HOST_RAM_GB_BY_PRODUCT,
     ROLLOUT_MAX_NUM_SEQS,
     Device,
     Engine,
@@ -28,6 +29,7 @@ from ascend_ready.training.memory_costs import (
     load_model_shape,
     model_state_bytes,
     plan_memory,
+    rollout_weights_bytes,
     zero_bytes_per_device,
 )
 from ascend_ready.training.memory_render import format_plan, plan_as_dict
@@ -38,6 +40,7 @@ __all__ = [
     "GB",
     "GIB",
     "HBM_MB_BY_PRODUCT",
+    "HOST_RAM_GB_BY_PRODUCT",
     "ROLLOUT_MAX_NUM_SEQS",
     "TINY_VOCAB",
     "Device",
@@ -59,6 +62,7 @@ __all__ = [
     "plan_for_config",
     "plan_memory",
     "resolve_model_shape",
+    "rollout_weights_bytes",
     "smallest_fleet",
     "workload_from_config",
     "zero_bytes_per_device",
@@ -84,25 +88,52 @@ def workload_from_config(cfg: Any, algorithm: str, *, engine: Engine = "trl") ->
         world = cfg.launch.nnodes * cfg.launch.nproc_per_node
         return Workload(algorithm=algorithm, micro_batch=micro, seq_len=seq, dtype_bytes=dtype_bytes,
                         recompute=cfg.model.gradient_checkpointing, lora_rank=lora, reference_model=ref,
-                        critic=critic, rollout=True, rollout_sequences=per_step * world)
+                        critic=critic, rollout=True, rollout_sequences=per_step * world,
+                        rollout_gpu_util=cfg.rollout.gpu_memory_utilization,
+                        rollout_max_num_seqs=cfg.rollout.max_num_seqs)
     micro = cfg.batch_size * (2 if algorithm == "rm" else 1)
     return Workload(algorithm=algorithm, micro_batch=micro, seq_len=cfg.max_length, dtype_bytes=dtype_bytes,
                     recompute=cfg.model.gradient_checkpointing, lora_rank=lora)
 
 
 def layout_from_config(cfg: Any, device: Device, *, engine: Engine = "trl", strategy: Strategy | None = None,
-                       tp: int = 1, pp: int = 1, ep: int = 1, rollout_tp: int = 1,
-                       nodes: int | None = None) -> Layout:
-    """The layout a TrainConfig asks for (nodes from launch.nnodes unless given)."""
-    zero = cfg.distributed.zero_stage
+                       tp: int | None = None, pp: int | None = None, ep: int | None = None,
+                       rollout_tp: int | None = None, nodes: int | None = None) -> Layout:
+    """The layout a TrainConfig asks for (distributed.* and rollout.*; arguments given here win)."""
+    d = cfg.distributed
+    if engine == "verl":
+        tp, pp, ep = tp or d.tensor_parallel, pp or d.pipeline_parallel, ep or d.expert_parallel
+        cp, sp = d.context_parallel, d.sequence_parallel
+    else:  # TRL's trainers shard with ZeRO only: the config's model-parallel sizes are verl's
+        tp, pp, ep, cp, sp = tp or 1, pp or 1, ep or 1, 1, 1
+    zero = d.zero_stage
+    if strategy is None and engine == "verl":
+        strategy = None if d.strategy == "auto" else d.strategy
     if strategy is None:
-        strategy = ("megatron" if (tp, pp, ep) != (1, 1, 1) else "fsdp") if engine == "verl" else "zero"
+        strategy = ("megatron" if (tp, pp, ep, cp) != (1, 1, 1,
+                                                       1) else "fsdp") if engine == "verl" else "zero"
     if strategy == "megatron":
         zero = 1  # Megatron's distributed optimizer
     per_node = min(cfg.launch.nproc_per_node, device.devices_per_node)
     return Layout(nodes=nodes or cfg.launch.nnodes, devices_per_node=per_node,
                   strategy=strategy, zero_stage=3 if strategy == "fsdp" else zero, tp=tp, pp=pp, ep=ep,
-                  offload=cfg.distributed.offload, rollout_tp=rollout_tp)
+                  cp=cp, sp=sp, offload=d.offload, rollout_tp=rollout_tp or cfg.rollout.tensor_parallel or 1,
+                  rollout_ep=cfg.rollout.expert_parallel,
+                  optimizer_on_host=d.optimizer_on_host and strategy == "megatron")
+
+
+def fit_layout(layout: Layout, model: ModelShape) -> Layout:
+    """The config's layout on a fleet it does not tile (`plan --nodes 1` of a 128-device layout): each
+    parallel size halved, pipeline first, then the experts and the rollout's, until it does, so the plan
+    prices the same job on that fleet and names the phase that does not fit."""
+    if not layout.problems(model):
+        return layout
+    for name in ("pp", "ep", "cp", "rollout_ep", "tp", "rollout_tp", "sp"):
+        while layout.problems(model) and getattr(layout, name) > 1:
+            layout = replace(layout, **{name: getattr(layout, name) // 2})
+            if name == "rollout_ep" and layout.rollout_ep < layout.rollout_tp:
+                layout = replace(layout, rollout_ep=1)
+    return layout
 
 
 #: training/configs/model-<name>.json: config.json copies of the models the bundled configs name
@@ -138,37 +169,51 @@ def resolve_model_shape(cfg: Any, model_config: str | Path | None = None) -> Mod
 
 
 def plan_for_config(cfg: Any, algorithm: str, *, engine: Engine = "trl", profile: str | None = None,
-                    nodes: int | None = None, strategy: Strategy | None = None, tp: int = 1, pp: int = 1,
-                    ep: int = 1, rollout_tp: int | None = None, model_config: str | Path | None = None,
-                    hbm_gb: float | None = None) -> tuple[MemoryPlan, ModelShape, Workload]:
+                    nodes: int | None = None, strategy: Strategy | None = None, tp: int | None = None,
+                    pp: int | None = None, ep: int | None = None, rollout_tp: int | None = None,
+                    model_config: str | Path | None = None, hbm_gb: float | None = None,
+                    host_ram_gb: float | None = None) -> tuple[MemoryPlan, ModelShape, Workload]:
     """Price a TrainConfig on the hardware profile (default: the project's Atlas 800T A2)."""
     from ascend_ready.checks.profile import load_profile
 
     device = device_from_profile(load_profile(profile))
     if hbm_gb is not None:
         device = replace(device, hbm_mb=int(hbm_gb * GB / 2**20))
+    if host_ram_gb is not None:
+        device = replace(device, host_ram_gb=host_ram_gb)
     model = resolve_model_shape(cfg, model_config)
     work = workload_from_config(cfg, algorithm, engine=engine)
     layout = layout_from_config(cfg, device, engine=engine, strategy=strategy, tp=tp, pp=pp, ep=ep,
-                                rollout_tp=rollout_tp or 1, nodes=nodes)
+                                rollout_tp=rollout_tp, nodes=nodes)
     if nodes is not None and nodes != cfg.launch.nnodes:
         world = cfg.launch.nnodes * cfg.launch.nproc_per_node
         work = replace(work, rollout_sequences=work.rollout_sequences * layout.world // max(world, 1))
-    if rollout_tp is None and engine == "verl":
-        # the smallest rollout tensor-parallel size whose weights fit: fewer engines, more KV
-        for t in pow2_upto(min(layout.world, 2 * device.devices_per_node)):
-            trial = replace(layout, rollout_tp=t)
-            if not trial.problems(model) and plan_memory(model, trial, work, device, engine).fits:
-                layout = trial
-                break
-    return plan_memory(model, layout, work, device, engine), model, work
+    fitted = fit_layout(layout, model)
+    note = [] if fitted == layout else [f"layout: the configured {layout.describe()} does not tile "
+                                        f"{layout.world} devices; priced as {fitted.describe()}"]
+    layout = fitted
+    if rollout_tp is None and cfg.rollout.tensor_parallel is None and engine == "verl":
+        # the smallest rollout tensor-parallel size whose weights fit (fewer engines, more KV); when none
+        # does, the one closest to fitting, so a refusal names the phase that really binds
+        trials = [replace(layout, rollout_tp=t) for t in pow2_upto(min(layout.world,
+                                                                       2 * device.devices_per_node))]
+        plans = [plan_memory(model, t, work, device, engine) for t in trials if not t.problems(model)]
+        if plans:
+            fitting = [p for p in plans if p.fits]
+            chosen = fitting[0] if fitting else min(plans, key=lambda p: p.binding[1] / p.binding[2])
+            chosen.notes[:0] = note
+            return chosen, model, work
+    plan = plan_memory(model, layout, work, device, engine)
+    plan.notes[:0] = note
+    return plan, model, work
 
 
 def launch_gate(cfg: Any, algorithm: str, *, engine: Engine = "trl", profile: str | None = None,
                 **layout: Any) -> MemoryPlan | None:
-    """Before any launch: the plan of this job, or TrainingError naming the smallest fleet that fits.
+    """Before any launch: the plan of this job, or TrainingError naming the binding phase and the smallest
+    fleet that fits.
 
-    None on CPU (no device memory to plan). `layout` takes plan_for_config's tp/pp/ep/rollout_tp.
+    None on CPU (no device memory to plan). `layout` takes plan_for_config's strategy/tp/pp/ep/rollout_tp.
     """
     if cfg.launch.device == "cpu":
         return None

@@ -19,17 +19,21 @@ def format_plan(plan: MemoryPlan) -> str:
              f"({dev.max_used_pct:g} % less the {dev.idle_baseline_mb} MiB driver reservation)",
              "", f"{'per device':<24}{'GiB':>10}"]
     lines += [f"  {k:<22}{v / GIB:>10.2f}" for k, v in plan.components.items() if v]
-    lines += ["", f"{'phase peak':<24}{'GiB':>10}"]
-    lines += [f"  {k:<22}{v / GIB:>10.2f}" for k, v in plan.phases.items()]
-    lines += [f"  {'limit':<22}{dev.budget_bytes / GIB:>10.2f}", ""]
+    lines += ["", f"{'phase peak':<24}{'GiB':>10}{'limit':>10}"]
+    lines += [f"  {k:<22}{v / GIB:>10.2f}{plan.limit(k) / GIB:>10.2f}" for k, v in plan.phases.items()]
+    lines.append("")
+    if plan.host_bytes_per_node:
+        lines += [f"host RAM per node: {plan.host_bytes_per_node / GIB:.1f} GiB offloaded, limit "
+                  f"{dev.host_budget_bytes / GIB:.1f} GiB of {dev.host_ram_gb:g} GB", ""]
     lines += [f"note: {n}" for n in plan.notes]
-    lines.append(f"fits: {'yes' if plan.fits else 'NO'} (peak {plan.peak_bytes / GIB:.1f} GiB of "
-                 f"{dev.budget_bytes / GIB:.1f} GiB)")
+    phase, need, limit = plan.binding
+    lines.append(f"fits: {'yes' if plan.fits else 'NO'} (binding: {phase}, {need / GIB:.1f} GiB of "
+                 f"{limit / GIB:.1f} GiB)")
     return "\n".join(lines)
 
 
 def plan_as_dict(plan: MemoryPlan) -> dict[str, Any]:
-    """The plan as `ascend-train plan --format json` prints it (MemoryPlan.as_dict)."""
+    """The plan as `ascend-train plan --format json` prints it."""
     return {
         "model": plan.model,
         "total_params": plan.total_params,
@@ -42,7 +46,12 @@ def plan_as_dict(plan: MemoryPlan) -> dict[str, Any]:
                    "budget_gib": round(plan.device.budget_bytes / GIB, 2)},
         "per_device_gib": {k: round(v / GIB, 3) for k, v in plan.components.items()},
         "phases_gib": {k: round(v / GIB, 3) for k, v in plan.phases.items()},
+        "phase_limits_gib": {k: round(plan.limit(k) / GIB, 3) for k in plan.phases},
         "peak_gib": round(plan.peak_bytes / GIB, 3),
+        "host_ram_per_node_gib": round(plan.host_bytes_per_node / GIB, 3),
+        "host_ram_limit_gib": round(plan.device.host_budget_bytes / GIB, 3),
+        "rollout_gpu_memory_utilization": plan.rollout_gpu_util,
+        "binding_phase": plan.binding[0],
         "fits": plan.fits,
         "notes": plan.notes,
     }

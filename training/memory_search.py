@@ -40,19 +40,26 @@ def candidate_layouts(model: ModelShape, nodes: int, device: Device, engine: Eng
         for stage, off in itertools.product(stages, offloads):
             out.append(replace(base, nodes=nodes, strategy="zero", zero_stage=stage, offload=off))
         return out
-    for off, rtp in itertools.product(offloads, rollout_tps):
-        out.append(replace(base, nodes=nodes, strategy="fsdp", zero_stage=3, tp=1, pp=1, ep=1, offload=off,
-                           rollout_tp=rtp))
+    # then the optimizer on the host (its step on the CPU), the last resort for device memory
+    hosts = [False, True] if not base.optimizer_on_host else [True]
+    moved = [(off, host) for host in hosts for off in offloads if off or not host]
+    # a MoE rollout: its experts over the replica's TP only, or over up to 32 devices (vLLM's EP = TP x DP)
+    reps = sorted({1, base.rollout_ep, min(32, world)}) if model.is_moe else [1]
+    rollouts = [(rtp, rep) for rtp in rollout_tps for rep in reps if rep == 1 or rep % rtp == 0]
+    for (off, _host), (rtp, rep) in itertools.product([m for m in moved if not m[1]], rollouts):
+        out.append(replace(base, nodes=nodes, strategy="fsdp", zero_stage=3, tp=1, pp=1, ep=1, cp=1,
+                           offload=off,
+                           optimizer_on_host=False, rollout_tp=rtp, rollout_ep=rep))
     eps = [e for e in pow2_upto(world) if model.is_moe and model.num_experts % e == 0] or [1]
-    for tp, pp, ep, off, rtp in itertools.product([t for t in pow2_upto(per) if model.num_heads % t == 0],
-                                                  [1, 2, 4, 8, 16], eps, offloads, rollout_tps):
-        out.append(replace(base, nodes=nodes, strategy="megatron", zero_stage=1, tp=tp, pp=pp, ep=ep,
-                           offload=off, rollout_tp=rtp))
+    for tp, pp, ep, (off, host), (rtp, rep) in itertools.product(
+            [t for t in pow2_upto(per) if model.num_heads % t == 0], [1, 2, 4, 8, 16], eps, moved, rollouts):
+        out.append(replace(base, nodes=nodes, strategy="megatron", zero_stage=1, tp=tp, pp=pp, ep=ep, sp=1,
+                           offload=off, optimizer_on_host=host, rollout_tp=rtp, rollout_ep=rep))
     return out
 
 
 def _simplicity(layout: Layout) -> tuple:
-    return (layout.offload, layout.tp * layout.pp * layout.ep, layout.rollout_tp,
+    return (layout.optimizer_on_host, layout.offload, layout.tp * layout.pp * layout.ep, layout.rollout_tp,
             layout.strategy != "fsdp")
 
 
@@ -79,15 +86,27 @@ def smallest_fleet(model: ModelShape, work: Workload, device: Device, *, engine:
 
 
 def check_plan(plan: MemoryPlan, model: ModelShape, work: Workload, *, max_nodes: int = 256) -> None:
-    """Raise TrainingError when the plan is over the device limit, naming the smallest fleet that fits."""
+    """Raise TrainingError when the plan does not fit, naming the binding phase and its figure, and the
+    smallest fleet that fits."""
     if plan.fits:
         return
     best = smallest_fleet(model, work, plan.device, engine=plan.engine, base=plan.layout, max_nodes=max_nodes)
-    worst = max(plan.phases, key=plan.phases.get)
-    msg = (f"memory plan refused: {model.name} needs {plan.peak_bytes / GIB:.1f} GiB per device in the "
-           f"{worst} phase on {plan.layout.describe()}; the limit is {plan.device.budget_bytes / GIB:.1f} "
-           f"GiB ({plan.device.max_used_pct:g} % of {plan.device.hbm_mb / 1024:g} GiB less the "
-           f"{plan.device.idle_baseline_mb} MiB driver reservation) on {plan.device.name}")
+    phase, need, limit = plan.binding
+    dev = plan.device
+    if phase.startswith("host"):
+        where = (f"{need / GIB:.1f} GiB of host RAM per node for its offloaded states on "
+                 f"{plan.layout.describe()}; the limit is {limit / GIB:.1f} GiB "
+                 f"({dev.host_ram_gb:g} GB less Ray's object store and the system)")
+    else:
+        rule = (f"{dev.hbm_mb / 1024:g} GiB less the {dev.idle_baseline_mb} MiB driver reservation"
+                if phase == "rollout" else f"{dev.max_used_pct:g} % of {dev.hbm_mb / 1024:g} GiB less the "
+                f"{dev.idle_baseline_mb} MiB driver reservation")
+        where = (f"{need / GIB:.1f} GiB per device in the {phase} phase on {plan.layout.describe()}; "
+                 f"the limit "
+                 f"is {limit / GIB:.1f} GiB ({rule}) on {dev.name}")
+    msg = f"memory plan refused: {model.name} needs {where}"
+    if phase == "rollout" and plan.notes:
+        msg += "; " + next((n for n in plan.notes if n.startswith("rollout:")), "")
     if best is None:
         hint = f"nothing up to {max_nodes} nodes fits; use LoRA, shorter sequences or a smaller batch"
     else:
@@ -96,6 +115,8 @@ def check_plan(plan: MemoryPlan, model: ModelShape, work: Workload, *, max_nodes
             f" --{k} {v}" for k, v in (("tp", lay.tp), ("pp", lay.pp), ("ep", lay.ep)) if v > 1)
         if plan.engine == "verl":
             flags += f" --rollout-tp {lay.rollout_tp}"
+            if lay.rollout_ep != plan.layout.rollout_ep:
+                flags += f" rollout.expert_parallel={lay.rollout_ep}"
         offload = "; set distributed.offload=true" if lay.offload and not plan.layout.offload else ""
         hint = (f"smallest fleet that fits: {lay.nodes} node(s) — {lay.describe()}, peak "
                 f"{best.peak_bytes / GIB:.1f} GiB per device (`ascend-train plan -c CONFIG {flags}` shows it"

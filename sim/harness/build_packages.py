@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ascend_ready.errors import SimError
 from ascend_ready.provision import matrix as mx
+from ascend_ready.provision import resolver as rv
 from ascend_ready.provision.packages import write_manifest
 from ascend_ready.sim.packages import build_package_dir, package_names, standalone_python
 from ascend_ready.sim.packages.builder import Stack
@@ -25,7 +26,7 @@ from ascend_ready.sim.packages.builder import Stack
 PRODUCTS = ("910b", "910_93")
 
 
-def _stack(resolved: mx.ResolvedStack) -> Stack:
+def _stack(resolved: rv.ResolvedStack) -> Stack:
     return Stack.from_dict({
         "driver": resolved.driver, "firmware": resolved.firmware or resolved.driver, "cann": resolved.cann,
         "torch": resolved.torch, "torch_npu": resolved.torch_npu, "manylinux": resolved.manylinux,
@@ -48,8 +49,8 @@ def _pip_wheel(dest: Path) -> Path:
 def _python_builds(dest: Path, m: mx.Matrix, stack_ids: list[str], arch: str) -> None:
     """The standalone CPython archive of each stack's Python (what CentOS 7.6 and Kylin V10 nodes resolve
     to); without a local CPython of it the archive is left out, and the package check names it missing."""
-    for python in sorted({mx.preferred_python(s.python) for s in m.stacks if s.id in stack_ids}):
-        build = mx.python_build_for(m, python, arch)
+    for python in sorted({rv.preferred_python(s.python) for s in m.stacks if s.id in stack_ids}):
+        build = rv.python_build_for(m, python, arch)
         if build is None:
             continue
         try:
@@ -67,7 +68,7 @@ def build(dest: Path, stack_ids: list[str], arch: str) -> Path:
         row = next(s for s in m.stacks if s.id == stack_id)
         for product in PRODUCTS:
             try:
-                resolved = mx.resolve(m, cann=row.cann, torch=row.torch, product=product, arch=arch)
+                resolved = rv.resolve(m, cann=row.cann, torch=row.torch, product=product, arch=arch)
             except mx.MatrixError:
                 continue  # this CANN has no recorded HDK for that product
             scratch = dest / f".build-{product}"

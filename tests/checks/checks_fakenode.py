@@ -16,7 +16,7 @@ from pathlib import Path
 from ascend_ready.checks.catalog import catalog
 from ascend_ready.checks.profile import HardwareProfile, load_profile
 from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult
-from ascend_ready.provision.matrix import resolve
+from ascend_ready.provision.resolver import resolve
 from ascend_ready.sim.hw.faults import inject_fault
 from ascend_ready.sim.hw.simdir import render_dmesg, write_sysfs
 from ascend_ready.sim.hw.state import NodeView, initial_state

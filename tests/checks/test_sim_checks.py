@@ -49,7 +49,7 @@ def sh(cluster, cmd: str, node: str = NODE) -> str:
 
 def provision(cluster, tmp: Path, node: str = NODE, product: str = "910b") -> None:
     """What the playbooks leave on an A2 node, done directly: packages, users, knobs, NIC addresses."""
-    from ascend_ready.provision.matrix import resolve
+    from ascend_ready.provision.resolver import resolve
     from ascend_ready.sim.packages import build_package_dir
 
     python = sh(cluster, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'", node).strip()

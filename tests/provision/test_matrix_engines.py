@@ -9,14 +9,10 @@ from click.testing import CliRunner
 
 from ascend_ready.errors import MatrixError
 from ascend_ready.provision.cli import main
-from ascend_ready.provision.matrix import (
-    MATRIX_PATH,
-    check_engine_fleet,
-    clauses_hold,
-    load_matrix,
-    parse_matrix,
-    resolve,
-)
+from ascend_ready.provision.engines import check_engine_fleet, check_engine_versions
+from ascend_ready.provision.matrix import MATRIX_PATH, load_matrix, parse_matrix
+from ascend_ready.provision.resolver import resolve
+from ascend_ready.provision.versions import clauses_hold
 
 
 def test_every_engine_row_names_its_source_and_a_known_stack():
@@ -32,7 +28,7 @@ def test_resolve_engine_verl_picks_the_stack_verl_docs_pin():
     r = resolve(load_matrix(), engine="verl")
     assert (r.cann, r.torch, r.torch_npu) == ("8.3.RC1", "2.7.1", "2.7.1")
     assert r.python in ("3.10", "3.11")
-    assert r.engine.rows == ["verl-2025.12", "vllm-ascend-0.11.0rc1"]
+    assert r.engine.rows == ["verl-0.9.1", "vllm-ascend-0.11.0rc1"]
     assert r.engine.companions["vllm-ascend"] == "0.11.0rc1"
     assert resolve(load_matrix(), engine="mindspeed-rl").cann == "8.1.RC1"
 
@@ -46,7 +42,7 @@ def test_resolve_engine_names_the_pin_that_rules_it_out():
 
 def test_fleet_outside_the_engine_is_refused_naming_each_node():
     good = {"cann": "8.3.RC1", "torch": "2.7.1", "torch_npu": "2.7.1"}
-    assert check_engine_fleet("verl", {"node01": good})["node01"][0] == "verl-2025.12"
+    assert check_engine_fleet("verl", {"node01": good})["node01"][0] == "verl-0.9.1"
     with pytest.raises(MatrixError) as exc:
         check_engine_fleet("verl", {"node01": good,
                                     "node02": {"cann": "8.5.0", "torch": "2.9.0", "torch_npu": "2.9.0"},
@@ -60,7 +56,7 @@ def test_fleet_outside_the_engine_is_refused_naming_each_node():
 def test_a_verl_row_must_name_an_existing_vllm_ascend_release():
     text = MATRIX_PATH.read_text().replace('vllm-ascend: "0.11.0rc1", triton',
                                            'vllm-ascend: "0.99.0", triton')
-    with pytest.raises(MatrixError, match=r"engines\[0\] \(verl-2025.12\)\.companions: no vllm-ascend row"):
+    with pytest.raises(MatrixError, match=r"engines\[0\] \(verl-0.9.1\)\.companions: no vllm-ascend row"):
         parse_matrix(text)
     with pytest.raises(MatrixError, match="bad version clause"):
         parse_matrix(MATRIX_PATH.read_text().replace('cann: ["==8.3.RC1"]', 'cann: ["~8.3.RC1"]'))
@@ -75,3 +71,30 @@ def test_cli_resolve_engine_table_and_json():
     assert data["torch_npu"] == "2.7.1" and data["engine"]["engine"] == "verl"
     bad = runner.invoke(main, ["resolve", "--engine", "verl", "--cann", "8.5.0"])
     assert bad.exit_code == 2 and "engine verl rules out" in bad.output
+
+
+def test_the_verl_row_pins_verl_vllm_ascend_and_megatron_core_and_resolve_prints_them():
+    r = resolve(load_matrix(), engine="verl")
+    assert {k: r.engine.companions[k] for k in ("verl", "vllm-ascend", "megatron-core")} == {
+        "verl": "0.9.1", "vllm-ascend": "0.11.0rc1", "megatron-core": "0.12.1"}
+    table = CliRunner().invoke(main, ["resolve", "--engine", "verl"])
+    for line in ("with verl", "with vllm-ascend", "with megatron-core"):
+        assert line in table.output, table.output
+    assert "0.9.1" in table.output and "0.12.1" in table.output
+
+
+def test_nodes_running_other_engine_releases_are_refused_naming_node_and_package():
+    good = {"cann": "8.3.RC1", "torch": "2.7.1", "torch_npu": "2.7.1"}
+    rows = check_engine_fleet("verl", {"node01": good, "node02": good})
+    pinned = {"verl": "0.9.1", "vllm": "0.11.0", "vllm-ascend": "0.11.0rc1", "megatron-core": "0.12.1",
+              "triton-ascend": "3.2.0rc4", "torchvision": "0.22.1"}
+    check_engine_versions("verl", rows, {"node01": pinned, "node02": {**pinned, "torchvision": "0.22.1+cpu"}})
+    with pytest.raises(MatrixError) as exc:
+        check_engine_versions("verl", rows, {"node01": pinned,
+                                             "node02": {**pinned, "vllm-ascend": "0.10.0rc1", "verl": None}})
+    assert "node02: vllm-ascend 0.10.0rc1, not 0.11.0rc1" in exc.value.message
+    assert "node02: verl not installed (pinned 0.9.1)" in exc.value.message
+    assert "node01" not in exc.value.message and "verl==0.9.1" in exc.value.hint
+    # an fsdp job does not load megatron-core: its absence is no reason to refuse
+    check_engine_versions("verl", rows, {"node01": pinned, "node02": {**pinned, "megatron-core": None}},
+                          skip=("megatron-core",))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ascend_ready.errors import MatrixError
-from ascend_ready.provision.matrix import load_matrix, os_id_for, resolve
+from ascend_ready.provision.matrix import load_matrix, os_id_for
+from ascend_ready.provision.resolver import resolve
 
 
 @pytest.fixture(scope="module")

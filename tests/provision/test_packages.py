@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from ascend_ready.errors import ConfigError, MatrixError
 from ascend_ready.provision import matrix as mx
 from ascend_ready.provision import packages as pk
+from ascend_ready.provision import resolver as rv
 from ascend_ready.provision.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +50,7 @@ def run(*args: str):
 ])
 def test_installer_names_are_the_resolvers(os_id, arch, product):
     row = next(s for s in mx.load_matrix().stacks if s.id == STACK)
-    want = mx.resolve(cann=row.cann, torch=row.torch, torch_npu=row.torch_npu, os=os_id, arch=arch,
+    want = rv.resolve(cann=row.cann, torch=row.torch, torch_npu=row.torch_npu, os=os_id, arch=arch,
                       product=product)
     plan = pk.package_plan(STACK, os=os_id, arch=arch, product=product)
     # the .run files, then the standalone CPython where the OS's python3 is too old (Kylin V10's 3.7)
@@ -175,7 +176,7 @@ def _sim_packages(tmp_path: Path) -> tuple[Path, dict]:
     from ascend_ready.sim.harness.build_packages import build
 
     src = build(tmp_path / "pkgs", [STACK], "aarch64")
-    resolved = mx.resolve(cann="8.2.RC1", torch="2.5.1", product="910b", arch="aarch64")
+    resolved = rv.resolve(cann="8.2.RC1", torch="2.5.1", product="910b", arch="aarch64")
     return src, resolved.model_dump(mode="json")
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from ascend_ready.provision import matrix as mx
 from ascend_ready.provision import packages as pk
+from ascend_ready.provision import resolver as rv
 
 from .conftest import STACK, sim_fleet
 
@@ -125,7 +126,7 @@ def test_check_mode_on_bare_nodes_lists_every_change_and_changes_nothing(fleet, 
     out = result.output
     for node in NODES:
         row = next(s for s in mx.load_matrix().stacks if s.id == STACK)
-        want = mx.resolve(cann=row.cann, torch=row.torch, product="910b", arch="x86_64")
+        want = rv.resolve(cann=row.cann, torch=row.torch, product="910b", arch="x86_64")
         # The package prerequisites (per OS family), the accounts, the tuning, each installer, the venv,
         # the device NICs and the reboot: every step of the real run shows up as a change.
         prereqs = _said(out, "Show the prerequisites the package manager would install", node)
@@ -168,7 +169,7 @@ def test_a_node_reporting_aarch64_gets_the_aarch64_packages(fleet, tmp_path, unt
     arm = tmp_path / "packages-aarch64"
     subprocess.run([sys.executable, "-m", "ascend_ready.sim.harness.build_packages", str(arm),
                     "--stack", STACK, "--arch", "aarch64"], check=True, capture_output=True)
-    want = mx.resolve(cann="8.2.RC1", torch="2.5.1", product="910b", arch="aarch64")
+    want = rv.resolve(cann="8.2.RC1", torch="2.5.1", product="910b", arch="aarch64")
     assert want.packages.driver.endswith("_linux-aarch64.run")
     result = fleet.play("--check", "--skip-tags", "os_prereqs", "--limit", "node02",
                         "-e", "stack_arch=aarch64", "-e", f"stack_package_source={arm}")

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError, AnsibleLookupError
 
-from ascend_ready.provision import matrix as mx
 from ascend_ready.provision import packages as pk
+from ascend_ready.provision import resolver as rv
 
 PLUGINS = Path(__file__).resolve().parents[2] / "playbooks" / "plugins"
 
@@ -32,7 +32,7 @@ filters = _load("filter", "ascend")
 
 def test_stack_id_resolves_like_the_cli():
     got = stack.resolve_stack("cann-8.2.RC1-torch-2.5.1", product="910b", os="centos7.6", arch="x86_64")
-    want = mx.resolve(cann="8.2.RC1", torch="2.5.1", product="910b", os="centos7.6", arch="x86_64")
+    want = rv.resolve(cann="8.2.RC1", torch="2.5.1", product="910b", os="centos7.6", arch="x86_64")
     assert got == want.model_dump(mode="json")
     assert got["packages"]["driver"] == "Ascend-hdk-910b-npu-driver_25.0.rc1.1_linux-x86-64.run"
     assert got["layout"]["name"] == "legacy"

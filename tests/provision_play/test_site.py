@@ -13,6 +13,7 @@ import shutil
 import pytest
 
 from ascend_ready.provision import matrix as mx
+from ascend_ready.provision import resolver as rv
 
 from .conftest import STACK, sim_fleet
 
@@ -26,9 +27,9 @@ SKIP = ("--skip-tags", "os_prereqs")
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 
-def expected(node: str) -> mx.ResolvedStack:
+def expected(node: str) -> rv.ResolvedStack:
     row = next(s for s in mx.load_matrix().stacks if s.id == STACK)
-    return mx.resolve(cann=row.cann, torch=row.torch, product=PRODUCT[node], arch="x86_64")
+    return rv.resolve(cann=row.cann, torch=row.torch, product=PRODUCT[node], arch="x86_64")
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,7 @@ def test_first_run_installs_the_resolved_stack(fleet):
         assert versions == [want.torch, want.torch_npu]
         if node == "node03":  # CentOS 7.6 ships Python 3.6: the venv is built from the standalone CPython
             row = next(s for s in mx.load_matrix().stacks if s.id == STACK)
-            build = mx.resolve(cann=row.cann, torch=row.torch, os="centos7.6", arch="x86_64").python_build
+            build = rv.resolve(cann=row.cann, torch=row.torch, os="centos7.6", arch="x86_64").python_build
             pyvenv = fleet.read(node, f"/home/ascend/venvs/ascend-{STACK}/pyvenv.cfg")
             cfg = dict(ln.split(" = ", 1) for ln in pyvenv.splitlines() if " = " in ln)
             assert cfg["home"] == f"{build.install_dir}/bin"

@@ -15,6 +15,7 @@ import pytest
 
 from ascend_ready.provision import matrix as mx
 from ascend_ready.provision import packages as pk
+from ascend_ready.provision import resolver as rv
 
 from .conftest import STACK, sim_fleet
 
@@ -22,9 +23,9 @@ NODE = "node01"
 VENV = f"/home/ascend/venvs/ascend-{STACK}"
 
 
-def _build(os_id: str, arch: str = "x86_64") -> mx.ResolvedPythonBuild | None:
+def _build(os_id: str, arch: str = "x86_64") -> rv.ResolvedPythonBuild | None:
     row = next(s for s in mx.load_matrix().stacks if s.id == STACK)
-    return mx.resolve(cann=row.cann, torch=row.torch, os=os_id, arch=arch).python_build
+    return rv.resolve(cann=row.cann, torch=row.torch, os=os_id, arch=arch).python_build
 
 
 # -- the plan: which OSes need the archive (no cluster) ------------------------------------------------
@@ -42,7 +43,7 @@ def test_old_oses_get_the_standalone_archive_in_their_package_list(os_id, arch):
     python = [f for f in plan.installers if f.component == "python"]
     assert [f.name for f in python] == [build.file]
     assert "astral-sh/python-build-standalone > Releases > 20251031" in python[0].download
-    stack = mx.resolve(cann="8.2.RC1", torch="2.5.1", os=os_id, arch=arch)
+    stack = rv.resolve(cann="8.2.RC1", torch="2.5.1", os=os_id, arch=arch)
     assert build.file in pk.required_files(stack)
     assert build.file not in pk.required_files(stack, python_build=False)  # python_env_python is set
 
@@ -52,7 +53,7 @@ def test_oses_whose_python3_fits_need_no_archive(os_id):
     assert _build(os_id) is None
     plan = pk.package_plan(STACK, os=os_id, arch="x86_64")
     assert not [f for f in plan.installers if f.component == "python"]
-    stack = mx.resolve(cann="8.2.RC1", torch="2.5.1", os=os_id, arch="x86_64")
+    stack = rv.resolve(cann="8.2.RC1", torch="2.5.1", os=os_id, arch="x86_64")
     assert not [n for n in pk.required_files(stack) if n.startswith("cpython-")]
 
 
@@ -69,7 +70,7 @@ def test_the_package_check_of_an_old_os_names_a_missing_archive(tmp_path):
     spec = importlib.util.spec_from_file_location("standalone_ascend_packages", plugin)
     lookup = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lookup)
-    stack = mx.resolve(cann="8.2.RC1", torch="2.5.1", os="centos7.6", arch="x86_64").model_dump(mode="json")
+    stack = rv.resolve(cann="8.2.RC1", torch="2.5.1", os="centos7.6", arch="x86_64").model_dump(mode="json")
     build = stack["python_build"]
     (tmp_path / "SHA256SUMS").write_text(f"{'0' * 64}  {build['file']}\n")
     _files, problems = lookup.check(lookup.stack_terms(stack, wheels=False), str(tmp_path),
@@ -95,7 +96,7 @@ def fleet(fleet_factory):
 
 
 @pytest.fixture(scope="module")
-def build(fleet) -> mx.ResolvedPythonBuild:
+def build(fleet) -> rv.ResolvedPythonBuild:
     b = _build("centos7.6")
     assert (fleet.packages / b.file).is_file()
     return b

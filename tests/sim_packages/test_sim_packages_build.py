@@ -43,13 +43,14 @@ def test_package_names_follow_the_vendor_scheme():
 def test_package_names_are_the_resolvers(arch):
     """Every matrix stack on every product it has an HDK for: the files the playbooks look for exist."""
     from ascend_ready.provision import matrix as mx
+    from ascend_ready.provision import resolver as rv
 
     m = mx.load_matrix()
     compared = 0
     for row in m.stacks:
         for product in (p.id for p in m.products):
             try:
-                r = mx.resolve(m, cann=row.cann, torch=row.torch, product=product, arch=arch)
+                r = rv.resolve(m, cann=row.cann, torch=row.torch, product=product, arch=arch)
             except mx.MatrixError:
                 continue
             stack = Stack.from_dict({"driver": r.driver, "firmware": r.firmware or r.driver, "cann": r.cann,

@@ -10,12 +10,13 @@ import tarfile
 import pytest
 
 from ascend_ready.provision import matrix as mx
+from ascend_ready.provision import resolver as rv
 from ascend_ready.sim.packages import standalone_python
 
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory):
-    build = mx.python_build_for(mx.load_matrix(), "3.11", "x86_64")
+    build = rv.python_build_for(mx.load_matrix(), "3.11", "x86_64")
     if standalone_python.source_interpreter("3.11") is None:
         pytest.skip("no local CPython 3.11 to build the stand-in from")
     # the default cache: the provisioning tests' package sources reuse the same archive

@@ -77,24 +77,28 @@ def test_parameter_counts_from_config_json_match_the_model_cards():
                   8.2, 1)
 
 
-def test_235b_on_one_a2_node_is_refused_with_the_fleet_that_fits():
+def test_235b_on_one_a2_node_is_refused_naming_the_phase_and_the_fleet_that_fits():
     cfg = load_config("grpo-qwen3-235b-a22b-a2")
     plan, model, work = mp.plan_for_config(cfg, "grpo", engine="verl", nodes=1)
     assert plan.device.hbm_mb == 65536 and plan.device.max_used_pct == 90
-    assert not plan.fits
+    assert not plan.fits and plan.layout.world == 8  # the config's 128-device layout, fitted to one node
     with pytest.raises(TrainingError) as exc:
         mp.check_plan(plan, model, work)
-    assert "memory plan refused: Qwen3-235B-A22B" in exc.value.message
-    assert "smallest fleet that fits: 16 node(s)" in exc.value.hint
-    # the bundled config asks for that fleet, and it fits
+    assert "memory plan refused: Qwen3-235B-A22B needs" in exc.value.message
+    assert "per device in the actor_update phase" in exc.value.message
+    assert "smallest fleet that fits: 8 node(s)" in exc.value.hint
+    # the bundled config's fleet (16 nodes, MindSpeed-RL's 128 NPUs) and its Megatron layout fit
     plan16, _, _ = mp.plan_for_config(cfg, "grpo", engine="verl")
     assert plan16.layout.nodes == 16 and plan16.fits
+    assert (plan16.layout.strategy, plan16.layout.tp, plan16.layout.pp, plan16.layout.ep) == ("megatron", 4,
+                                                                                              8, 8)
+    assert (plan16.layout.rollout_tp, plan16.layout.rollout_ep) == (4, 32)
 
 
 def test_bundled_7b_configs_fit_one_a2_node():
     for name, algo in [("grpo-qwen2.5-7b-a2", "grpo"), ("ppo-qwen3-lora", "ppo"), ("sft-qwen2.5-7b", "sft")]:
         plan, _, _ = mp.plan_for_config(load_config(name), algo)
-        assert plan.fits, (name, plan.as_dict())
+        assert plan.fits, (name, mp.plan_as_dict(plan))
 
 
 def test_offload_and_sharding_lower_the_model_states():
@@ -116,9 +120,13 @@ def test_plan_cli_table_json_and_refusal():
                                    "--nodes", "1", "--format", "json"])
     assert refused.exit_code == 1
     data = json.loads(refused.stdout)
-    assert data["fits"] is False and data["smallest_fleet"]["layout"]["nodes"] == 16
-    assert "error: memory plan refused" in refused.stderr
-    assert "hint: smallest fleet that fits: 16 node(s)" in refused.stderr
+    assert data["fits"] is False and data["smallest_fleet"]["layout"]["nodes"] == 8
+    assert data["binding_phase"] == "actor_update"
+    assert "error: memory plan refused" in refused.stderr and "in the actor_update phase" in refused.stderr
+    assert "hint: smallest fleet that fits: 8 node(s)" in refused.stderr
+    accepted = runner.invoke(main, ["plan", "-c", "grpo-qwen3-235b-a22b-a2", "--engine", "verl"])
+    assert accepted.exit_code == 0, accepted.output
+    assert "tp=4 pp=8 ep=8" in accepted.stdout and "fits: yes" in accepted.stdout
 
 
 def test_launch_is_refused_before_any_node_is_touched(tmp_path):

@@ -237,7 +237,7 @@ def test_dry_run_prints_each_nodes_ray_command_and_the_driver_without_touching_a
     assert "/opt/venv/bin/python -m ray.scripts.scripts start --address=10.0.0.1:6379" in out
     driver = out.split("== verl's trainer: the driver on node01, RAY_ADDRESS=10.0.0.1:6379\n", 1)[1]
     assert "RAY_ADDRESS=10.0.0.1:6379; export RAY_ADDRESS" in driver
-    assert "-m verl.trainer.main_ppo algorithm.adv_estimator=grpo" in driver
+    assert "-m verl.trainer.main_ppo --config-name=ppo_trainer algorithm.adv_estimator=grpo" in driver
     assert "trainer.nnodes=2 trainer.n_gpus_per_node=7" in driver  # the spec's fleet, its smallest node
     assert f"data.train_files={tmp_path / 'run'}/verl-data/train.parquet" in driver
 
@@ -263,7 +263,8 @@ def test_a_fleet_verl_does_not_support_is_refused_from_the_specs_fingerprints():
     "(not installed)" for what is absent), go through the engine gate before Ray starts."""
     from ascend_ready.errors import MatrixError
     from ascend_ready.provision.engines import check_engine_fleet
-    from ascend_ready.provision.matrix import load_matrix, resolve
+    from ascend_ready.provision.matrix import load_matrix
+    from ascend_ready.provision.resolver import resolve
     from ascend_ready.training.verl_glue import _versions
 
     want = resolve(load_matrix(), engine="verl")

@@ -1,6 +1,6 @@
 """Lookup `ascend_stack`: resolve the Ascend stack a node gets, from provision/matrix.yml.
 
-It calls the same resolver as `ascend-matrix resolve` (ascend_ready.provision.matrix.resolve), so the
+It calls the same resolver as `ascend-matrix resolve` (ascend_ready.provision.resolver.resolve), so the
 playbooks, the CLI and ascend-check read one matrix file.
 """
 
@@ -39,7 +39,7 @@ options:
 
 RETURN = r"""
 _raw:
-  description: One ResolvedStack (see ascend_ready.provision.matrix.ResolvedStack) as a dict.
+  description: One ResolvedStack (see ascend_ready.provision.resolver.ResolvedStack) as a dict.
   type: list
   elements: dict
 """
@@ -99,6 +99,7 @@ def resolve_stack(stack: str | None = None, matrix_file: str | None = None, **pi
     """The resolved stack as a plain dict; raises AnsibleLookupError with the matrix's reason and hint."""
     mx = _matrix_module()
     from ascend_ready.errors import AscendReadyError
+    from ascend_ready.provision.resolver import resolve
 
     given = {k: str(v).strip() for k, v in pins.items() if v is not None and str(v).strip()}
     try:
@@ -113,7 +114,7 @@ def resolve_stack(stack: str | None = None, matrix_file: str | None = None, **pi
                     raise mx.MatrixError(f"{key}: pinned {given[key]} but stack {row.id} has {value}",
                                          hint="pin either the stack id or the component, not both")
                 given[key] = value
-        resolved = mx.resolve(m, **given)
+        resolved = resolve(m, **given)
     except AscendReadyError as exc:
         hint = f" (hint: {exc.hint})" if exc.hint else ""
         raise AnsibleLookupError(f"invalid Ascend stack: {exc.message}{hint}") from None
