@@ -167,6 +167,40 @@ def _check_select(select: tuple[str, ...], tier: str | None) -> None:
             )
 
 
+def check_waived(waive: tuple[str, ...], without: str | None) -> None:
+    """Refuse a --waive that names no check id (naming the nearest), or given where nothing records it."""
+    if not waive:
+        return
+    if without:
+        raise ConfigError(f"{without}, and no --launch-spec FILE was asked for",
+                          hint="add --launch-spec spec.json, or leave out --waive")
+    import difflib
+
+    from ascend_ready.checks.registry import all_checks
+
+    known = list(all_checks())
+    for check_id in waive:
+        if check_id not in known:
+            near = difflib.get_close_matches(check_id, known, n=3, cutoff=0.6)
+            raise ConfigError(f"--waive {check_id!r} is no check id",
+                              hint=(f"did you mean {' or '.join(near)}? " if near else "")
+                              + "`ascend-check list` shows every id")
+
+
+def _note_coverage(spec) -> None:
+    """Say at write time what ascend-train will say at launch: a spec that left out a check training needs
+    is refused there (the preflight's own exit code is about the checks it ran)."""
+    from ascend_ready.checks.cluster.launchspec import LaunchSpecRefused
+
+    if spec.waived:
+        click.echo(f"launch spec: waived (training may start without them judged): {', '.join(spec.waived)}",
+                   err=True)
+    try:
+        spec.require_covered()
+    except LaunchSpecRefused as exc:
+        click.echo(f"warning: ascend-train will refuse this launch spec: {exc.message}", err=True)
+
+
 def _merged(ctx: click.Context, params: dict) -> dict:
     """Subcommand options, falling back to the ones given before the subcommand name."""
     parent = ctx.parent.params if ctx.parent else {}
@@ -182,11 +216,12 @@ def _targets(p: dict):
     from ascend_ready.checks.inventory import check_host_profiles, limit_targets, load_inventory, parse_hosts
     from ascend_ready.checks.transport import LOCAL, Target
 
-    if p["hosts"] and p["inventory"]:
-        raise ConfigError("give --hosts or -i INVENTORY, not both")
+    if p["hosts"] is not None and p["inventory"]:
+        raise ConfigError("give --hosts or -i INVENTORY, not both",
+                          hint="drop one: -i reads the hosts and their SSH settings from the inventory")
     if p["inventory"]:
         targets = load_inventory(p["inventory"], vault_password_file=p.get("vault_password_file"))
-    elif p["hosts"]:
+    elif p["hosts"] is not None:  # --hosts '' is an empty list, refused: never "this node" by accident
         targets = parse_hosts(p["hosts"])
     else:
         import socket
@@ -370,6 +405,14 @@ def _emit(report, fmt: str, junit: str | None, prometheus: str | None, verbose: 
     help="How long the launch spec stays valid.",
 )
 @click.option(
+    "--waive",
+    multiple=True,
+    metavar="CHECK",
+    help="Record in the launch spec that training may start without CHECK judged (repeatable; "
+    "ascend-train prints each waived check). Without it, a spec of a run narrowed by --select/--skip that "
+    "left out a check the profile requires for training (training_checks) is refused.",
+)
+@click.option(
     "--rank-table",
     "rank_table_file",
     metavar="FILE",
@@ -424,6 +467,11 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
         check_output_path(html_file, "--html")  # before any host is probed
         spec_file, spec_valid_s = params.pop("launch_spec_file"), params.pop("launch_spec_valid_s")
         check_output_path(spec_file, "--launch-spec")
+        if spec_file and snapshot_dir:
+            raise ConfigError("--launch-spec needs a live run (it reads each node's route to the master)",
+                              hint="run ascend-check -i INVENTORY --launch-spec FILE")
+        waive = params.pop("waive")
+        check_waived(waive, "--waive records a waiver in the launch spec" if not spec_file else None)
         table_file, hosts_file, exclude = (params.pop("rank_table_file"), params.pop("hostfile_file"),
                                            params.pop("exclude"))
         _check_rank_table_args(table_file, hosts_file, exclude, snapshot_dir)
@@ -437,8 +485,9 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
     if snapshot_dir:
         from ascend_ready.checks.snapshot import load_snapshot
 
-        if params["hosts"] or params["inventory"]:
-            raise ConfigError("--snapshot judges saved outputs; it takes no --hosts or -i")
+        if params["hosts"] is not None or params["inventory"]:
+            raise ConfigError("--snapshot judges saved outputs; it takes no --hosts or -i",
+                              hint="drop --hosts/-i, or drop --snapshot to probe the hosts live")
         snap = load_snapshot(Path(snapshot_dir))
         if params["limit"]:
             from ascend_ready.checks.inventory import limit_targets
@@ -469,19 +518,18 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
             exclude = parse_exclude(exclude, [t.name for t in targets])
         snap = _collect_with_progress(targets, options, specs)
         report = judge_snapshot(snap, options, specs=specs, started=started)
-    if spec_file and snapshot_dir:
-        raise ConfigError("--launch-spec needs a live run (it reads each node's route to the master)",
-                          hint="run ascend-check -i INVENTORY --launch-spec FILE")
     _emit(report, fmt, junit, prometheus, verbose)
     write_html(report, html_file)
     if spec_file:
         from ascend_ready.checks.cluster.launchspec import make_launch_spec
+        from ascend_ready.checks.report import write_atomic
 
-        spec = make_launch_spec(report, snap, targets, options.fanout, valid_s=spec_valid_s,
+        spec = make_launch_spec(report, snap, targets, options.fanout, valid_s=spec_valid_s, waived=waive,
                                 note=lambda line: click.echo(f"launch spec: {line}", err=True))
-        Path(spec_file).write_text(spec.model_dump_json(indent=1) + "\n")
+        write_atomic(Path(spec_file), spec.model_dump_json(indent=1) + "\n")
         click.echo(f"launch spec: {spec_file} ({len(spec.startable_hosts())} of {len(spec.hosts)} host(s) "
                    f"may start, valid {spec_valid_s} s)", err=True)
+        _note_coverage(spec)
     code = exit_code(report)
     if (table_file or hosts_file) and not _write_rank_table(report, snap, targets, options, table_file,
                                                            hosts_file, exclude):

@@ -132,7 +132,11 @@ def _target(name: str, groups: list[str], hostvars: dict[str, Any]) -> Target:
     try:
         port_number = int(port) if port else None
     except ValueError:
-        raise ConfigError(f"inventory host {name}: ansible_port {port!r} is not a number") from None
+        raise ConfigError(f"inventory host {name}: ansible_port {port!r} is not a number",
+                          hint="set ansible_port to the SSH port, e.g. 22") from None
+    address = v.get("ansible_host") or v.get("ansible_ssh_host") or name
+    if v.get("ansible_connection") != "local":
+        check_address(address, f"inventory host {name}: " + ("ansible_host" if address != name else "name"))
     become = _boolean(name, "ansible_become", v.get("ansible_become") or v.get("ansible_sudo") or "false")
     method = v.get("ansible_become_method") or "sudo"
     if become and method != "sudo":
@@ -143,7 +147,7 @@ def _target(name: str, groups: list[str], hostvars: dict[str, Any]) -> Target:
     password = next((v[k] for k in _BECOME_PASSWORD if v.get(k)), None)
     return Target(
         name=name,
-        address=v.get("ansible_host") or v.get("ansible_ssh_host") or name,
+        address=address,
         port=port_number,
         user=v.get("ansible_user") or v.get("ansible_ssh_user"),
         key_file=v.get("ansible_ssh_private_key_file") or v.get("ansible_private_key_file"),
@@ -547,6 +551,47 @@ class _Decrypter:
             ) from None
 
 
+#: one label of a host name (RFC 1123: letters, digits, '-', not at either end; '_' too, as ssh_config
+#: aliases and many inventories use it)
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)\Z")
+
+
+def address_problem(host: str) -> str:
+    """Why `host` is neither an IP address nor a host name ('' when it is one): RFC 1123 length (253, 63 a
+    label) and characters. Checked before any connection: a resolver or SSH would fail on it later, some
+    with a traceback ("label too long")."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])  # fe80::1%eth0: a scoped link-local address
+        return ""
+    except ValueError:
+        pass
+    if ":" in host:
+        return "has ':' but is no IPv6 address (an IPv6 address with a port is written [ADDR]:PORT)"
+    if len(host) > 253:
+        return f"is {len(host)} characters long; a host name has at most 253"
+    for label in host[:-1].split(".") if host.endswith(".") else host.split("."):
+        if not label:
+            return "has an empty label (two dots, or a dot at the start)"
+        if len(label) > 63:
+            return f"has a label of {len(label)} characters; a label has at most 63"
+        if not _LABEL.match(label):
+            return (f"label {label!r} has a character other than letters, digits, '-' and '_', "
+                    "or starts or ends with '-'")
+    return ""
+
+
+def check_address(host: str, where: str) -> None:
+    """ConfigError (exit 2) naming `where` when `host` is neither an IP address nor a host name."""
+    why = address_problem(host)
+    if why:
+        shown = host if len(host) <= 60 else host[:57] + "..."
+        raise ConfigError(f"{where}: {shown!r} {why}",
+                          hint="give a host name (node01, node01.example.com), an IPv4 address or an IPv6 "
+                          "address in brackets ([fe80::1]:22)")
+
+
 def parse_hosts(spec: str) -> list[Target]:
     """`--hosts h1,user@h2:2222,[fe80::1]:22` as targets."""
     out = []
@@ -564,6 +609,7 @@ def parse_hosts(spec: str) -> list[Target]:
                 raise ConfigError(
                     f"--hosts: no host name in {one!r}", hint="use host, user@host or host:port"
                 )
+            check_address(target.name, f"--hosts {one!r}")
             if target.port is not None and not 0 < target.port < 65536:
                 raise ConfigError(
                     f"--hosts: port {target.port} in {one!r} is not 1-65535",

@@ -178,5 +178,8 @@ def load_snapshot(directory: Path) -> Snapshot:
     try:
         return Snapshot.model_validate(manifest)
     except ValidationError as exc:
-        lines = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise ConfigError(f"{path} is not a valid snapshot manifest:\n  " + "\n  ".join(lines)) from None
+        from ascend_ready.errors import validation_lines
+
+        lines = validation_lines(exc, Snapshot)
+        raise ConfigError(f"{path} is not a valid snapshot manifest:\n  " + "\n  ".join(lines),
+                          hint=_RECOLLECT) from None

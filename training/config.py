@@ -360,7 +360,9 @@ def resolve_config_path(name: str | os.PathLike) -> Path:
 
 
 def format_validation_error(exc: ValidationError) -> str:
-    return "\n".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors())
+    from ascend_ready.errors import validation_lines
+
+    return "\n".join(validation_lines(exc, TrainConfig))
 
 
 def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:

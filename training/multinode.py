@@ -70,6 +70,8 @@ class LaunchOptions:
     inventory: str | None = None
     hosts: Sequence[str] = ()
     skip_preflight: bool = False
+    #: checks training may start without judged (--waive), on top of those the spec waives
+    waive: Sequence[str] = ()
     dry_run: bool = False
     python: str | None = None
     set_env: str = DEFAULT_SET_ENV
