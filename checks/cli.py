@@ -329,7 +329,8 @@ def _write_rank_table(report, snap, targets, options, table_file, hosts_file, ex
             try:
                 write_atomic(Path(path), text)
             except OSError as exc:
-                raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+                raise ConfigError(f"cannot write {path}: {exc.strerror or exc}",
+                                  hint="pick a file in a directory you may write") from None
             what = "rank table" if path == table_file else "hostfile"
             click.echo(f"{what}: {path} ({devices} device(s) on {table['server_count']} host(s))", err=True)
     return True
@@ -355,7 +356,8 @@ def _emit(report, fmt: str, junit: str | None, prometheus: str | None, verbose: 
             try:
                 write_atomic(Path(path), render(report))
             except OSError as exc:
-                raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+                raise ConfigError(f"cannot write {path}: {exc.strerror or exc}",
+                                  hint="pick a file in a directory you may write") from None
 
 
 @click.group(

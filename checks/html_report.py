@@ -204,4 +204,5 @@ def write_html(report: Report, path: str | None) -> None:
     try:
         write_atomic(Path(path), render_html(report))
     except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}",
+                          hint="pick a file in a directory you may write") from None

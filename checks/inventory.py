@@ -42,7 +42,8 @@ def expand_range(pattern: str) -> list[str]:
     elif len(start) == len(end) == 1 and start.isalpha() and end.isalpha():
         values = [chr(c) for c in range(ord(start), ord(end) + 1, stride)]
     else:
-        raise ConfigError(f"host range {match[0]!r} in {pattern!r} is not numeric or alphabetic")
+        raise ConfigError(f"host range {match[0]!r} in {pattern!r} is not numeric or alphabetic",
+                          hint="write a range as [01:04] or [a:d]")
     return [name for v in values for name in expand_range(head + v + tail)]
 
 
@@ -82,7 +83,8 @@ class _Inventory:
 
         def visit(g: str, depth: int) -> None:
             if depth > 32:
-                raise ConfigError(f"inventory group {g!r} is its own ancestor (a children loop)")
+                raise ConfigError(f"inventory group {g!r} is its own ancestor (a children loop)",
+                                  hint="remove the loop from the children: sections")
             for p in parents.get(g, []):
                 visit(p, depth + 1)
             if g not in order:
@@ -220,7 +222,8 @@ def _parse_ini(text: str, origin: str) -> _Inventory:
         if line.startswith("["):
             m = re.fullmatch(r"\[([^\]:]+)(?::(vars|children))?\]", line)
             if not m:
-                raise ConfigError(f"{origin}:{no}: bad section header {line!r}")
+                raise ConfigError(f"{origin}:{no}: bad section header {line!r}",
+                                  hint="a section header is [group], [group:vars] or [group:children]")
             section, kind = m[1], m[2] or "hosts"
             inv.group(section)
             if section != "all" and section not in inv.children["all"]:
@@ -229,13 +232,15 @@ def _parse_ini(text: str, origin: str) -> _Inventory:
         try:
             words = shlex.split(line, comments=True)
         except ValueError as exc:
-            raise ConfigError(f"{origin}:{no}: {exc}: {line!r}") from None
+            raise ConfigError(f"{origin}:{no}: {exc}: {line!r}",
+                              hint="fix the quoting of that line") from None
         if not words:
             continue
         if kind == "vars":
             key, sep, value = line.partition("=")
             if not sep:
-                raise ConfigError(f"{origin}:{no}: expected key=value in [{section}:vars]: {line!r}")
+                raise ConfigError(f"{origin}:{no}: expected key=value in [{section}:vars]: {line!r}",
+                                  hint="write each variable as key=value")
             inv.groups[section][key.strip()] = _ini_value(value.strip())
         elif kind == "children":
             inv.group(words[0])
@@ -247,7 +252,8 @@ def _parse_ini(text: str, origin: str) -> _Inventory:
             for word in words[1:]:
                 key, sep, value = word.partition("=")
                 if not sep:
-                    raise ConfigError(f"{origin}:{no}: expected key=value after the host name, got {word!r}")
+                    raise ConfigError(f"{origin}:{no}: expected key=value after the host name, got {word!r}",
+                                      hint="write host variables as key=value after the host name")
                 hostvars[key] = value
             inv.add_host(section, words[0], hostvars)
     return inv
@@ -256,14 +262,16 @@ def _parse_ini(text: str, origin: str) -> _Inventory:
 def _parse_yaml(data: Any, origin: str) -> _Inventory:
     inv = _Inventory()
     if not isinstance(data, dict):
-        raise ConfigError(f"{origin}: a YAML inventory is a mapping of groups (e.g. all: {{hosts: ...}})")
+        raise ConfigError(f"{origin}: a YAML inventory is a mapping of groups (e.g. all: {{hosts: ...}})",
+                          hint="start the file with all: {hosts: ..., children: ...}")
 
     def walk(name: str, body: Any, path: str) -> None:
         inv.group(name)
         if body is None:
             return
         if not isinstance(body, dict):
-            raise ConfigError(f"{origin}: group {path} must be a mapping with hosts/vars/children")
+            raise ConfigError(f"{origin}: group {path} must be a mapping with hosts/vars/children",
+                              hint="give the group hosts:, vars: and/or children: mappings")
         unknown = set(body) - {"hosts", "vars", "children"}
         if unknown:
             raise ConfigError(
@@ -312,9 +320,11 @@ def _vars_file(folder: Path, name: str) -> dict[str, Any] | None:
                 raise _NeedsAnsible(f"{f} is vaulted")
             data = yaml.safe_load(text) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read inventory variables {f}: {exc}") from None
+            raise ConfigError(f"cannot read inventory variables {f}: {exc}",
+                              hint="fix the file: a YAML mapping of variable: value") from None
         if not isinstance(data, dict):
-            raise ConfigError(f"inventory variables {f} are not a mapping")
+            raise ConfigError(f"inventory variables {f} are not a mapping",
+                              hint="fix the file: a YAML mapping of variable: value")
         merged.update(data)
     return merged
 
@@ -368,7 +378,8 @@ def _load(path: Path, vault_password_file: str | None) -> list[Target]:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ConfigError(f"inventory {path} is not valid YAML: {exc}") from None
+            raise ConfigError(f"inventory {path} is not valid YAML: {exc}",
+                              hint="fix the YAML syntax at the line it names") from None
         if isinstance(data, dict) and "plugin" in data:
             return _ansible_inventory(path, vault_password_file)
     inv = _parse_yaml(data, str(path)) if data is not None else _parse_ini(text, str(path))
@@ -378,7 +389,7 @@ def _load(path: Path, vault_password_file: str | None) -> list[Target]:
         return _ansible_inventory(path, vault_password_file)
     targets = inv.targets()
     if not targets:
-        raise ConfigError(f"inventory {path} lists no hosts")
+        raise ConfigError(f"inventory {path} lists no hosts", hint="add hosts under all: or a group")
     return targets
 
 
@@ -422,7 +433,9 @@ def _ansible_inventory(path: Path, vault_password_file: str | None) -> list[Targ
             cmd, capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConfigError(f"ansible-inventory -i {path} --list did not run: {exc}") from None
+        raise ConfigError(f"ansible-inventory -i {path} --list did not run: {exc}",
+                          hint="install ansible-core (ansible-inventory), or give an INI or YAML "
+                          "inventory file") from None
     if done.returncode != 0:
         err = done.stderr.strip()
         if "no vault secrets" in err:
@@ -466,7 +479,8 @@ def _vault_error(path: Path, where: str) -> ConfigError:
 
 def _from_json(path: Path, data: Any, password_file: str | None) -> list[Target]:
     if not isinstance(data, dict):
-        raise ConfigError(f"ansible-inventory -i {path} --list printed no inventory mapping")
+        raise ConfigError(f"ansible-inventory -i {path} --list printed no inventory mapping",
+                          hint="run ansible-inventory -i PATH --list to see what it prints")
     hostvars = (data.get("_meta") or {}).get("hostvars") or {}
     members = {g: list((body or {}).get("hosts") or []) for g, body in data.items() if g != "_meta"}
     children = {g: list((body or {}).get("children") or []) for g, body in data.items() if g != "_meta"}
@@ -478,7 +492,8 @@ def _from_json(path: Path, data: Any, password_file: str | None) -> list[Target]
 
     def walk(group: str, depth: int) -> None:
         if depth > 32:
-            raise ConfigError(f"inventory group {group!r} is its own ancestor (a children loop)")
+            raise ConfigError(f"inventory group {group!r} is its own ancestor (a children loop)",
+                              hint="remove the loop from the children: sections")
         for host in members.get(group, []):
             if host not in seen:
                 seen.append(host)
@@ -497,7 +512,7 @@ def _from_json(path: Path, data: Any, password_file: str | None) -> list[Target]
         groups = [g for g in inv.host_groups(host) if g != "all"]
         targets.append(_target(host, groups, inv.hosts[host]))  # --list has merged the group vars
     if not targets:
-        raise ConfigError(f"inventory {path} lists no hosts")
+        raise ConfigError(f"inventory {path} lists no hosts", hint="add hosts under all: or a group")
     return targets
 
 
@@ -609,7 +624,7 @@ def parse_hosts(spec: str) -> list[Target]:
                 raise ConfigError(
                     f"--hosts: no host name in {one!r}", hint="use host, user@host or host:port"
                 )
-            check_address(target.name, f"--hosts {one!r}")
+            check_address(target.name, "--hosts")
             if target.port is not None and not 0 < target.port < 65536:
                 raise ConfigError(
                     f"--hosts: port {target.port} in {one!r} is not 1-65535",

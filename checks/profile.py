@@ -176,5 +176,7 @@ def load_profile(spec: str | None = None) -> HardwareProfile:
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read hardware profile {path}: {exc}") from None
+        raise ConfigError(f"cannot read hardware profile {path}: {exc}",
+                          hint="fix the file (YAML: field: value), or name a bundled profile: "
+                          + ", ".join(bundled_profiles())) from None
     return _validate(data, str(path))

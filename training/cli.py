@@ -344,16 +344,19 @@ main.add_command(_algo_command("rm", "Reward-model training on chosen/rejected p
 @click.option("--config", "-c", required=True, help="YAML file, or a bundled config name.")
 @click.option("--algorithm", "-a", type=click.Choice(ALGOS), default="grpo")
 @click.option("--engine", type=click.Choice(["trl", "verl"]), default="trl")
-@click.option("--nodes", type=int, help="Nodes to plan for [default: launch.nnodes].")
+@click.option("--nodes", "--nnodes", "nodes", type=click.IntRange(min=1),
+              help="Nodes to plan for [default: launch.nnodes].")
 @click.option("--profile", help="Hardware profile name or file [default: atlas-800t-a2].")
 @click.option("--strategy", type=click.Choice(["zero", "fsdp", "megatron"]),
               help="Sharding [default: zero for trl; fsdp for verl, megatron with --tp/--pp/--ep].")
-@click.option("--tp", type=int, default=1, help="Tensor parallel size (megatron).")
-@click.option("--pp", type=int, default=1, help="Pipeline parallel size (megatron).")
-@click.option("--ep", type=int, default=1, help="Expert parallel size (megatron, MoE).")
-@click.option("--rollout-tp", type=int, help="Rollout tensor parallel size [default: smallest that fits].")
+@click.option("--tp", type=click.IntRange(min=1), default=1, help="Tensor parallel size (megatron).")
+@click.option("--pp", type=click.IntRange(min=1), default=1, help="Pipeline parallel size (megatron).")
+@click.option("--ep", type=click.IntRange(min=1), default=1, help="Expert parallel size (megatron, MoE).")
+@click.option("--rollout-tp", type=click.IntRange(min=1),
+              help="Rollout tensor parallel size [default: smallest that fits].")
 @click.option("--model-config", type=click.Path(dir_okay=False), help="The model's config.json.")
-@click.option("--hbm-gb", type=float, help="Device memory in GB, instead of the profile's.")
+@click.option("--hbm-gb", type=click.FloatRange(min=0, min_open=True),
+              help="Device memory in GB, instead of the profile's.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @click.argument("overrides", nargs=-1)
 def plan_cmd(config: str, algorithm: str, engine: str, fmt: str, overrides: tuple[str, ...], **kw) -> None:

@@ -170,7 +170,7 @@ def test_a_schema_1_spec_still_reads_but_proves_no_coverage(tmp_path):
           "hosts": {"node01": {"address": MASTER, "verdict": "pass", "devices": [0]}}}
     spec = load_launch_spec(write(tmp_path, v1))
     assert spec.schema_version == 1 and list(spec.usable()) == ["node01"]
-    with pytest.raises(LaunchSpecRefused, match="schema 1.*not judged on node01: fleet.hardware"):
+    with pytest.raises(LaunchSpecRefused, match=r"schema 1.*not judged on node01: fleet\.hardware"):
         spec.require_covered()
     assert spec.require_covered(TRAINING_CHECKS) == sorted(TRAINING_CHECKS)  # all waived: accepted
 
