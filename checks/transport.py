@@ -228,6 +228,7 @@ def _run_local(
         # The whole batch ran out of time: stop it and keep what it had already printed. `timeout`
         # puts each probe in a process group of its own, so the whole tree goes, not one group.
         _kill_tree(proc.pid)
+        _kill_session(proc.pid)
         out, _ = proc.communicate()
     stream.feed(out)
     return stream
@@ -245,6 +246,17 @@ def _kill_tree(pid: int) -> None:
     for p in family:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
+
+
+def _kill_session(sid: int) -> None:
+    """Kill what is left of the session `sid` (the batch ran as its leader): a tool's child that escaped
+    the process tree by a double fork is still in it, and holds the output pipe open."""
+    import psutil
+
+    for pid in psutil.pids():
+        with contextlib.suppress(OSError):
+            if pid != os.getpid() and os.getsid(pid) == sid:
+                os.kill(pid, 9)
 
 
 # ---------------------------------------------------------------- SSH

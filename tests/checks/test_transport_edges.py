@@ -85,7 +85,7 @@ def test_ctrl_c_during_the_connect_returns_at_once(peer, tmp_path):
         time.sleep(0.3)  # into paramiko's banner wait (it polls every 0.1 s)
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
     waited = time.monotonic() - sent
