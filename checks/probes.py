@@ -165,8 +165,9 @@ def _words(probe: Probe, env: _Env) -> str:
 #: `ascend-check-become`); in any other session (a shell's, where it was started by hand) none of this
 #: is done, as the session holds more than the batch. Whatever the batch starts stays in its session,
 #: also a tool's child that escaped its process tree by a double fork (reparented to init: `_kt`
-#: cannot see it, and it holds the output pipe open, so the batch would never end). Before END, `_reap` stops every process of the
-#: session that is neither the batch's descendant nor its ancestor (sudo's wrapper) or their child;
+#: cannot see it, and it holds the output pipe open, so the batch would never end). Before END,
+#: `_reap` stops every process of the session that is neither the batch's descendant nor its ancestor
+#: (sudo's wrapper) or their child;
 #: and the watchdog, seeing the session leader's parent (sshd: the controller went away, or the host
 #: deadline closed the connection) gone, stops the whole batch, escaped processes included.
 #: Output: the probes run in `_main`, whose output `_co` passes on in one write per tick (`dd` takes
