@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from ascend_ready.cli_guard import GuardedGroup
+from ascend_ready.cli_guard import GuardedGroup, debug_option
 from ascend_ready.errors import ConfigError, ExitCode
 
 _FORMATS = ("table", "json")
@@ -158,7 +158,7 @@ def _check_select(select: tuple[str, ...], tier: str | None) -> None:
             raise ConfigError(
                 f"no check matches --select/--skip: --select {glob!r} is no check id",
                 hint=(f"did you mean {' or '.join(near)}? " if near else "")
-                + "`ascend-check list` shows every id",
+                + "`ascend-check list --tier full` shows every id",
             )
         if tier == "quick" and all(spec.tier != "quick" for spec in hits):
             raise ConfigError(
@@ -184,7 +184,7 @@ def check_waived(waive: tuple[str, ...], without: str | None) -> None:
             near = difflib.get_close_matches(check_id, known, n=3, cutoff=0.6)
             raise ConfigError(f"--waive {check_id!r} is no check id",
                               hint=(f"did you mean {' or '.join(near)}? " if near else "")
-                              + "`ascend-check list` shows every id")
+                              + "`ascend-check list --tier full` shows every id")
 
 
 def _note_coverage(spec) -> None:
@@ -199,6 +199,18 @@ def _note_coverage(spec) -> None:
         spec.require_covered()
     except LaunchSpecRefused as exc:
         click.echo(f"warning: ascend-train will refuse this launch spec: {exc.message}", err=True)
+
+
+def _deprecated_alias(value, old_value, old: str, new: str, ctx: click.Context):
+    """The value of a required option given under its new name or, with a warning, its old one."""
+    if old_value is not None:
+        click.echo(f"warning: {old} is deprecated; use {new}", err=True)
+        if value is not None and value != old_value:
+            raise ConfigError(f"{new} {value} and {old} {old_value} disagree", hint=f"give {new} only")
+        value = value or old_value
+    if value is None:
+        raise click.UsageError(f"missing option '{new.split('/')[0]}' / '{new.split('/')[-1]}'", ctx=ctx)
+    return value
 
 
 def _merged(ctx: click.Context, params: dict) -> dict:
@@ -263,12 +275,49 @@ def _options(p: dict):
     )
 
 
-def _collect_with_progress(targets, options, specs):
-    """Fan out with a live progress line on stderr (only when stderr is a terminal)."""
+class _Ticker:
+    """Progress for a log (stderr not a terminal): nothing for the first second, then one line every
+    `every_s` seconds saying how many hosts are done, until stopped."""
+
+    def __init__(self, total: int, what: str, every_s: float = 5.0, first_s: float = 1.0):
+        import threading
+
+        self.total, self.what, self.done, self.every_s, self.first_s = total, what, 0, every_s, first_s
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def advance(self, _host=None) -> None:
+        self.done += 1
+
+    def _run(self) -> None:
+        wait = self.first_s
+        while not self._stop.wait(wait):
+            click.echo(f"{self.what}: {self.done} of {self.total} host(s) done, "
+                       f"{time.monotonic() - self.started:.0f} s", err=True)
+            wait = self.every_s
+
+
+def _collect_with_progress(targets, options, specs, *, quiet: bool = False, log_progress: bool = False):
+    """Fan out with a live progress line on stderr when it is a terminal; else, with `log_progress`, a
+    line every 5 s once the run takes more than a second (`quiet`: neither)."""
     from ascend_ready.checks.preflight import collect_snapshot
 
-    if not sys.stderr.isatty():  # rich is not even imported then: a scripted run starts faster
+    if quiet:
         return collect_snapshot(targets, options, specs=specs)
+    if not sys.stderr.isatty():  # rich is not even imported then: a scripted run starts faster
+        if not log_progress:
+            return collect_snapshot(targets, options, specs=specs)
+        with _Ticker(len(targets), "collect") as ticker:
+            return collect_snapshot(targets, options, progress=ticker.advance, specs=specs)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -435,7 +484,8 @@ def _emit(report, fmt: str, junit: str | None, prometheus: str | None, verbose: 
     help="Leave this node, or one device of it, out of --rank-table/--hostfile (repeatable), e.g. "
     "--exclude node03 --exclude node02:5.",
 )
-@click.option("-v", "--verbose", is_flag=True, help="List passing checks in the table too.")
+@click.option("-v", "--verbose", is_flag=True, help="More output: list passing checks in the table too.")
+@debug_option
 @click.version_option(package_name="ascend-ready", prog_name="ascend-check")
 @click.pass_context
 def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **params) -> None:
@@ -543,19 +593,21 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
 @_target_options
 @click.option(
     "-o",
-    "--output",
+    "--output-dir",
     "output",
-    required=True,
     type=click.Path(file_okay=False),
-    help="Directory to write the snapshot to (created; must not hold another snapshot).",
+    help="Directory to write the snapshot to (created; must not hold another snapshot). Required.",
 )
+@click.option("--output", "output_deprecated", type=click.Path(file_okay=False), hidden=True,
+              help="Deprecated spelling of -o/--output-dir.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option(
     "--plogs",
     is_flag=True,
     help="Also save the tails of the newest CANN plogs (a support bundle: ascend-check diagnose DIR).",
 )
 @click.pass_context
-def collect_cmd(ctx: click.Context, output, plogs, **params) -> None:
+def collect_cmd(ctx: click.Context, output, output_deprecated, quiet, plogs, **params) -> None:
     """Save every raw output the checks read into a snapshot directory (no judging).
 
     \b
@@ -567,6 +619,7 @@ def collect_cmd(ctx: click.Context, output, plogs, **params) -> None:
     from ascend_ready.paths import check_output_dir
 
     params = _merged(ctx, params)
+    output = _deprecated_alias(output, output_deprecated, "--output", "-o/--output-dir", ctx)
     out = Path(output)
     if (out / "manifest.json").exists():
         raise ConfigError(f"{out} already holds a snapshot", hint="choose a new directory")
@@ -578,7 +631,7 @@ def collect_cmd(ctx: click.Context, output, plogs, **params) -> None:
         from ascend_ready.checks.diagnose import PLOG_REQUEST
 
         specs = [*specs, PLOG_REQUEST]
-    snap = _collect_with_progress(_targets(params), options, specs)
+    snap = _collect_with_progress(_targets(params), options, specs, quiet=quiet, log_progress=True)
     save_snapshot(snap, out)
     bad = [h for h in snap.hosts.values() if not h.reachable]
     probes = sum(len(h.probes) for h in snap.hosts.values())
@@ -589,18 +642,23 @@ def collect_cmd(ctx: click.Context, output, plogs, **params) -> None:
 
 
 @main.command("list")
-@click.option("--tier", type=click.Choice(["quick", "full"]), default="full", show_default=True)
-@click.option("--select", multiple=True, metavar="GLOB")
-@click.option("--skip", multiple=True, metavar="GLOB")
-@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="table", show_default=True)
+@click.option("--tier", type=click.Choice(["quick", "full"]), default="quick", show_default=True,
+              help="The checks a run of this tier runs (as a run, quick by default; full adds benchmarks).")
+@click.option("--select", multiple=True, metavar="GLOB",
+              help="Only checks whose id matches (repeatable), as for a run.")
+@click.option("--skip", multiple=True, metavar="GLOB", help="Leave out checks whose id matches (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="table", show_default=True,
+              help="A table, or JSON (one object per check, with its probes and fix).")
 def list_cmd(tier, select, skip, fmt) -> None:
-    """List the checks: id, tier, severity, what they assert and how to fix a failure."""
+    """List the checks a run would run: id, tier, severity, what they assert and how to fix a failure
+    (--tier full: the benchmarks too)."""
     from ascend_ready.checks.registry import select_checks
 
     _check_select(select, tier)
     specs = select_checks(tier, select, skip)
     if not specs:
-        raise ConfigError("no check matches --select/--skip", hint="`ascend-check list` shows every id")
+        raise ConfigError("no check matches --select/--skip",
+                          hint="`ascend-check list --tier full` shows every id")
     if fmt == "json":
         rows = [
             {

@@ -14,7 +14,7 @@ import click
 
 from ascend_ready.errors import AscendReadyError, ExitCode
 
-__all__ = ["GuardedCommand", "GuardedGroup", "show_error", "show_usage_error"]
+__all__ = ["GuardedCommand", "GuardedGroup", "debug_option", "show_error", "show_usage_error"]
 
 
 def show_error(error: AscendReadyError, command_path: str | None = None) -> int:
@@ -83,3 +83,18 @@ class GuardedGroup(_Guarded, click.Group):
 
     command_class = GuardedCommand
     group_class = type  # nested groups are GuardedGroups too
+
+
+def _debug_logs(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        import logging
+        import sys
+
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                            format=f"{ctx.info_name}: %(name)s: %(message)s")
+
+
+#: `--debug` on every CLI: log records (ours, paramiko's, ...) on stderr. `-v/--verbose` is a command's
+#: "more output" (more rows, more detail), never logs.
+debug_option = click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_debug_logs,
+                            help="Log debug detail (ours and the libraries') to stderr.")

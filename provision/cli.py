@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ascend_ready.cli_guard import GuardedGroup
+from ascend_ready.cli_guard import GuardedGroup, debug_option
 from ascend_ready.errors import ConfigError, ExitCode, MatrixError
 from ascend_ready.provision.judge import Judgement, judge
 from ascend_ready.provision.matrix import (
@@ -47,6 +47,7 @@ def _dump(data: Any) -> None:
 @click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--matrix", "matrix_file", type=click.Path(dir_okay=False), default=None,
               help="Matrix file to use instead of the packaged provision/matrix.yml.")
+@debug_option
 @click.version_option(package_name="ascend-ready", prog_name="ascend-matrix")
 @click.pass_context
 def main(ctx: click.Context, matrix_file: str | None) -> None:

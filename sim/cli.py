@@ -21,12 +21,15 @@ log = logging.getLogger("ascend_ready.sim")
 
 
 @click.group(cls=GuardedGroup)
-@click.option("-v", "--verbose", is_flag=True, help="Log debug detail to stderr.")
+@click.option("--debug", is_flag=True, help="Log debug detail to stderr.")
+@click.option("-v", "--verbose", is_flag=True, hidden=True, help="Deprecated spelling of --debug.")
 @click.version_option(package_name="ascend-ready", prog_name="ascend-sim")
-def main(verbose: bool) -> None:
+def main(debug: bool, verbose: bool) -> None:
     """Simulated Ascend NPU cluster: nodes made of Linux namespaces, reachable over real SSH (needs root)."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="ascend-sim: %(message)s",
-                        stream=sys.stderr)
+    if verbose:  # -v meant debug logs here only; everywhere else it is more output, and --debug logs
+        click.echo("warning: ascend-sim -v/--verbose is deprecated; use --debug", err=True)
+    logging.basicConfig(level=logging.DEBUG if debug or verbose else logging.INFO,
+                        format="ascend-sim: %(message)s", stream=sys.stderr)
 
 
 @main.command()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from ascend_ready.cli_guard import GuardedGroup
+from ascend_ready.cli_guard import GuardedGroup, debug_option
 from ascend_ready.errors import ConfigError
 from ascend_ready.training import launch as launch_mod
 from ascend_ready.training.config import TrainConfig, dump_config, load_config
@@ -329,6 +329,7 @@ def _algo_command(algo: str, help_text: str):
     help="Train with GRPO, PPO, SFT or a reward model, after a passing ascend-check preflight.\n\n"
     "OVERRIDES are key=value pairs over the config, e.g. max_steps=20 grpo.beta=0.01.",
 )
+@debug_option
 @click.version_option(package_name="ascend-ready", prog_name="ascend-train")
 def main() -> None:
     pass
