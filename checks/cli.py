@@ -730,6 +730,11 @@ def diagnose_cmd(paths, fmt) -> None:
 
     if not paths:
         raise ConfigError("give at least one PATH", hint="ascend-check diagnose train.log ~/ascend/log")
+    from ascend_ready.paths import check_input_path
+
+    for path in paths:  # each named path exists and is no symlink loop, before any is read
+        if path != "-":
+            check_input_path(path, None, hint="give log files or run directories that exist, or - for stdin")
     report = diagnose_paths(paths)
     if fmt == "json":
         click.echo(render_json(report), nl=False)

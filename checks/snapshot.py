@@ -140,7 +140,11 @@ def _not_text(path: Path, exc: UnicodeDecodeError) -> ConfigError:
 
 def load_snapshot(directory: Path) -> Snapshot:
     """Read a snapshot directory; a missing or malformed one is a ConfigError that says what is wrong."""
+    from ascend_ready.paths import check_input_path
+
     directory = Path(directory)
+    check_input_path(directory, "the snapshot directory", directory=True,
+                     hint="give a directory `ascend-check collect -o DIR` wrote")
     path = directory / "manifest.json"
     try:
         manifest = json.loads(path.read_text())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ascend_ready.errors import ConfigError
 
-__all__ = ["check_output_dir", "check_output_file"]
+__all__ = ["check_input_path", "check_output_dir", "check_output_file"]
 
 
 def check_output_dir(path: str | os.PathLike, option: str) -> None:
@@ -72,3 +72,27 @@ def _cannot_write_in(directory: Path) -> str:
     with contextlib.suppress(OSError):
         os.unlink(probe)
     return ""
+
+
+def check_input_path(path: str | os.PathLike, what: str | None, *, hint: str,
+                     directory: bool | None = None) -> None:
+    """ConfigError saying exactly why `path` (`what`: e.g. "the snapshot directory") cannot be read: no
+    such file, a symlink loop, a part of it that is no directory, permission denied, or (`directory`
+    True/False) a file where a directory is wanted, or the other way round."""
+    import errno
+    import stat
+
+    where = f"{what} {path}" if what else str(path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        why = {errno.ENOENT: "no such file or directory",
+               errno.ELOOP: "a symlink loop (too many levels of symbolic links)",
+               errno.ENOTDIR: "a part of the path is not a directory",
+               errno.EACCES: "permission denied",
+               errno.ENAMETOOLONG: "file name too long"}.get(exc.errno, exc.strerror or str(exc))
+        raise ConfigError(f"{where}: {why}", hint=hint) from None
+    if directory is True and not stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{where}: not a directory", hint=hint)
+    if directory is False and stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{where}: a directory, not a file", hint=hint)
