@@ -89,8 +89,8 @@ def test_every_output_path_is_checked_before_any_probe(run, args, option):
 
 
 def test_ascend_train_output_dir_is_checked_before_the_preflight(run):
-    refused(*run("ascend-train", "grpo -c tiny -o /proc/run"), 2, "--output-dir /proc/run: cannot write in /proc",
-            "pick a directory you may write")
+    refused(*run("ascend-train", "grpo -c tiny -o /proc/run"), 2,
+            "--output-dir /proc/run: cannot write in /proc", "pick a directory you may write")
 
 
 @pytest.mark.parametrize("cli", ["ascend-check", "ascend-train"])
