@@ -31,6 +31,23 @@ from ascend_ready.provision.matrix import (
 FORMATS = click.Choice(["table", "json"])
 
 
+class _Version(click.ParamType):
+    """A version as the matrix reads it (8.2.RC1, 2.1.0.post10); refused at the command line, as a usage
+    error naming the option, when it cannot be read."""
+
+    name = "VERSION"
+
+    def convert(self, value, param, ctx):
+        try:
+            version_key(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return value
+
+
+VERSION = _Version()
+
+
 def _console() -> Console:
     # Wide enough for the stack table when stdout is a pipe (rich would default to 80 columns).
     return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
@@ -57,7 +74,7 @@ def main(ctx: click.Context, matrix_file: str | None) -> None:
 
 
 @main.command()
-@click.option("--cann", default=None, help="Show only the stacks of this CANN version.")
+@click.option("--cann", default=None, type=VERSION, help="Show only the stacks of this CANN version.")
 @click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
 @click.pass_context
 def show(ctx: click.Context, cann: str | None, fmt: str) -> None:
