@@ -144,7 +144,8 @@ def check(name: str, argv: list[str]) -> None:
 
 
 #: ASCEND_CLI_EXAMPLES raises the count for a deeper search (the docs/bad-inputs.md table came from 400 each)
-PROPERTY = settings(max_examples=int(os.environ.get("ASCEND_CLI_EXAMPLES", "60")), deadline=None, derandomize=True,
+PROPERTY = settings(max_examples=int(os.environ.get("ASCEND_CLI_EXAMPLES", "60")), deadline=None,
+                    derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
