@@ -32,12 +32,25 @@ def main(debug: bool, verbose: bool) -> None:
                         format="ascend-sim: %(message)s", stream=sys.stderr)
 
 
+def _subnet(value: str | None, param, ctx) -> str | None:
+    """--subnet read as a network before anything is locked or built (a usage error, exit 2)."""
+    import ipaddress
+
+    if value is None:
+        return None
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError as exc:
+        raise click.BadParameter(f"{exc} (e.g. 10.252.15.0/24)", ctx=ctx, param=param) from None
+    return value
+
+
 @main.command()
 @click.argument("count", type=click.IntRange(1, 200))
 @click.option("--profile", "profile_spec", default=None, metavar="P[,P...]",
               help="Node profile(s) <hardware>-<os>, cycled over the nodes (default: "
                    f"{profiles.default_profile()}). See `ascend-sim profiles`.")
-@click.option("--subnet", default=None,
+@click.option("--subnet", default=None, callback=lambda ctx, param, value: _subnet(value, param, ctx),
               help="Private IPv4 subnet (default: $ASCEND_SIM_SUBNET or 10.251.0.0/24).")
 def up(count: int, profile_spec: str | None, subnet: str | None) -> None:
     """Start COUNT nodes (builds the cached base image first if needed)."""
