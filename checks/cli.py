@@ -732,9 +732,10 @@ def diagnose_cmd(paths, fmt) -> None:
         raise ConfigError("give at least one PATH", hint="ascend-check diagnose train.log ~/ascend/log")
     from ascend_ready.paths import check_input_path
 
-    for path in paths:  # each named path exists and is no symlink loop, before any is read
+    for path in paths:  # each named path exists, is no symlink loop and no binary file, before any is read
         if path != "-":
             check_input_path(path, None, hint="give log files or run directories that exist, or - for stdin")
+            _refuse_binary(Path(path))
     report = diagnose_paths(paths)
     if fmt == "json":
         click.echo(render_json(report), nl=False)
@@ -745,6 +746,22 @@ def diagnose_cmd(paths, fmt) -> None:
             render_table(report, Console(soft_wrap=False, width=max(100, Console().width)))
         click.echo(render_text(report), nl=False)
     sys.exit(ExitCode.FAILED if report.findings else ExitCode.OK)
+
+
+def _refuse_binary(path: Path) -> None:
+    """A file named on the command line that holds NUL bytes in its first 8 KiB is no log: saying "no
+    known error signature" about it would pass what was not read (a directory's binary files, such as
+    a core dump beside the logs, are skipped by the scan itself)."""
+    if not path.is_file():
+        return
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(8192)
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}", hint="give a log file you may read") from None
+    if b"\0" in head:
+        raise ConfigError(f"{path} is a binary file, not a log (NUL bytes in its first 8 KiB)",
+                          hint="give the run's text logs (stdout/stderr, plog-*.log, dmesg) or its directory")
 
 
 def _add_parse() -> None:

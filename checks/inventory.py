@@ -614,6 +614,9 @@ def parse_hosts(spec: str) -> list[Target]:
         if not item:
             continue
         for one in expand_range(item):  # before the port split: node[01:04] has a colon too
+            if one.count("[") != one.count("]"):
+                raise ConfigError(f"--hosts: unbalanced brackets in {one[:60]!r}",
+                                  hint="write an IPv6 address as [ADDR] or [ADDR]:PORT, e.g. [fe80::1]:22")
             try:
                 target = _endpoint(one)
             except ValueError:

@@ -47,6 +47,22 @@ def show_usage_error(error: click.UsageError, command_path: str | None = None) -
     return int(ExitCode.USAGE)
 
 
+def _path_error(exc: OSError) -> AscendReadyError | None:
+    """A path the user typed that no system call can take (a name too long, a symlink loop), wherever it
+    was first touched: a usage error naming it. Any other OSError is not known to be the user's."""
+    import errno
+
+    from ascend_ready.errors import ConfigError
+
+    why = {errno.ENAMETOOLONG: "file name too long", errno.ELOOP: "a symlink loop"}.get(exc.errno)
+    if why is None or exc.filename is None:
+        return None
+    name = str(exc.filename)
+    shown = name if len(name) <= 80 else name[:77] + "..."
+    return ConfigError(f"{shown}: {why}", hint="give a path whose every part is under 256 bytes, and no link "
+                       "that points back to itself")
+
+
 class _Guarded:
     def __init__(self, *args, context_settings: dict | None = None, **kwargs):
         # -h as well as --help on every command (click's contexts pass it down to subcommands).
@@ -69,6 +85,11 @@ class _Guarded:
             ctx.exit(show_error(exc, ctx.command_path))
         except click.UsageError as exc:  # a subcommand from elsewhere, or a callback's own usage error
             ctx.exit(show_usage_error(exc))
+        except OSError as exc:
+            error = _path_error(exc)
+            if error is None:
+                raise
+            ctx.exit(show_error(error, ctx.command_path))
         except (KeyboardInterrupt, click.exceptions.Abort):
             click.echo("error: interrupted", err=True)
             ctx.exit(int(ExitCode.INTERRUPTED))

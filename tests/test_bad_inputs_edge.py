@@ -230,3 +230,27 @@ def test_resume_without_a_checkpoint_writes_nothing(run, tmp_path):
     refused(result, written, 2, f"--resume: no committed checkpoint under {out / 'checkpoints'}",
             "drop --resume")
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("cli", "args"), [
+    ("ascend-train", ["grpo", "-c", "a" * 300]),
+    ("ascend-train", ["grpo", "-c", "tiny", "-i", "a" * 300]),
+    ("ascend-train", ["grpo", "-c", "tiny", "-o", "a" * 300]),
+    ("ascend-train", ["plan", "-c", "tiny", "--profile", "a" * 300]),
+    ("ascend-check", ["--profile", "a" * 300, "--hosts", CLOSED]),
+    ("ascend-check", ["collect", "-o", "a" * 300, "--hosts", CLOSED]),
+])
+def test_a_path_too_long_for_the_system_is_a_usage_error(run, cli, args):
+    refused(*run(cli, args), 2, "...: file name too long", "every part is under 256 bytes")
+
+
+@pytest.mark.parametrize(("cli", "args", "error"), [
+    ("ascend-check", ["--hosts", "[fe80::1"], "--hosts: unbalanced brackets in '[fe80::1'"),
+    ("ascend-check", ["diagnose", "core"], "core is a binary file, not a log"),
+    ("ascend-sim", ["up", "2", "--subnet", "300.0.0.0/24"], "invalid value for '--subnet'"),
+    ("ascend-matrix", ["show", "--cann", ""], "invalid value for '--cann': bad version '': empty"),
+])
+def test_inputs_the_property_test_and_the_table_found(run, cli, args, error):
+    Path("core").write_bytes(bytes(range(256)))
+    result, written = run(cli, args)
+    refused(result, [w for w in written if w != "core"], 2, error, "")

@@ -36,7 +36,8 @@ CLOSED = "127.0.0.1:1"
 TEXT = ["", "x", "1", "-1", "0", "99999", "a" * 300, "ü", "key=value", "npu.*", "zzz", "-", " ", "tiny",
         "grpo", "/proc/x", "out", "no/such/dir/file", "node[01:03]", "--", "nan"]
 HOSTS = ["", CLOSED, "a" * 300, "no..de", "fe80::1:zz", "[::1]:1", "127.0.0.1:99999", ",", "user@"]
-PATHS = ["/proc/x", "out", "out/file.json", "no/such/dir/f", "/nonexistent", "", "/etc/hostname", "."]
+PATHS = ["/proc/x", "out", "out/file.json", "no/such/dir/f", "/nonexistent", "", "/etc/hostname", ".",
+         "p" * 300]
 
 
 def leaves(cli: click.Command, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
