@@ -167,7 +167,8 @@ def _words(probe: Probe, env: _Env) -> str:
 #: also a tool's child that escaped its process tree by a double fork (reparented to init: `_kt`
 #: cannot see it, and it holds the output pipe open, so the batch would never end). Before END,
 #: `_reap` stops every process of the session that is neither the batch's descendant nor its ancestor
-#: (sudo's wrapper) or their child;
+#: (sudo's wrapper) or their child (the session's processes from one `ps -s`, else a /proc scan, ten
+#: times slower in sh);
 #: and the watchdog, seeing the session leader's parent (sshd: the controller went away, or the host
 #: deadline closed the connection) gone, stops the whole batch, escaped processes included.
 #: Output: the probes run in `_main`, whose output `_co` passes on in one write per tick (`dd` takes
@@ -211,10 +212,11 @@ _ses() { _sid=; _A=' '; _P=; _s=; { read -r _s </proc/$$/stat; } 2>/dev/null || 
     if [ "$_c" = "$_x" ]; then _sid=$_x; _P=$2; return 0; fi
     _c=$2
   done; _A=' '; }
-_esc() { _S=' '; _l=" $1 "
-  for _f in /proc/[0-9]*/stat; do _s=; { read -r _s <"$_f"; } 2>/dev/null || continue
+_esc() { _S=' '; _l=" $1 "; _x=$(ps -o pid=,ppid= -s "$_sid" 2>/dev/null) || _x=
+  if [ -n "$_x" ]; then set -- $_x; while [ $# -ge 2 ]; do _S="$_S$1:$2 "; shift 2; done
+  else for _f in /proc/[0-9]*/stat; do _s=; { read -r _s <"$_f"; } 2>/dev/null || continue
     _s=${_s##*) }; set -- $_s; [ "$4" = "$_sid" ] || continue
-    _c=${_f#/proc/}; _S="$_S${_c%/stat}:$2 "; done
+    _c=${_f#/proc/}; _S="$_S${_c%/stat}:$2 "; done; fi
   _m=1
   while [ -n "$_m" ]; do _m=
     for _e in $_S; do _c=${_e%%:*}; _pp=${_e#*:}
