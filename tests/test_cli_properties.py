@@ -150,28 +150,11 @@ PROPERTY = settings(max_examples=int(os.environ.get("ASCEND_CLI_EXAMPLES", "60")
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
+@pytest.mark.parametrize("name", list(CLIS))
 @PROPERTY
-@given(argv=command_lines("ascend-check"))
-def test_ascend_check_answers_any_command_line(argv):
-    check("ascend-check", argv)
-
-
-@PROPERTY
-@given(argv=command_lines("ascend-train"))
-def test_ascend_train_answers_any_command_line(argv):
-    check("ascend-train", argv)
-
-
-@PROPERTY
-@given(argv=command_lines("ascend-matrix"))
-def test_ascend_matrix_answers_any_command_line(argv):
-    check("ascend-matrix", argv)
-
-
-@PROPERTY
-@given(argv=command_lines("ascend-sim"))
-def test_ascend_sim_answers_any_command_line(argv):
-    check("ascend-sim", argv)
+@given(data=st.data())
+def test_every_cli_answers_any_command_line(name, data):
+    check(name, data.draw(command_lines(name), label="argv"))
 
 
 def test_the_generator_reaches_every_command():

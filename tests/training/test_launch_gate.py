@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_multinode import ADDRS, MASTER, ROUTES, no_ssh, train  # noqa: F401 - no_ssh: a fixture
 from training_fakecheck import healthy, save_snapshot
 
 from ascend_ready.checks.cli import main as check_main
@@ -23,16 +24,6 @@ from ascend_ready.checks.profile import TRAINING_CHECKS, bundled_profiles, load_
 from ascend_ready.checks.registry import all_checks
 from ascend_ready.checks.report import Report
 from ascend_ready.checks.transport import Target
-from ascend_ready.training import multinode
-from ascend_ready.training.cli import main
-
-ROUTES = {
-    "node01": "local 10.251.199.11 dev lo src 10.251.199.11 uid 0 \\    cache <local> \n",
-    "node02": "10.251.199.11 dev eth0 src 10.251.199.12 uid 0 \\    cache \n",
-}
-ADDRS = {"node01": "2: eth0    inet 10.251.199.11/24 scope global eth0\\       valid_lft forever "
-                   "preferred_lft forever\n"}
-MASTER = "10.251.199.11"
 
 
 @pytest.fixture(scope="module")
@@ -60,18 +51,6 @@ def write(tmp_path: Path, spec: LaunchSpec | dict) -> Path:
     return path
 
 
-@pytest.fixture
-def no_ssh(monkeypatch):
-    def refuse(*_a, **_k):
-        raise AssertionError("an SSH session was opened")
-
-    monkeypatch.setattr(multinode, "open_sessions", refuse)
-
-
-def train(*args: str):
-    return CliRunner().invoke(main, ["grpo", "-c", "tiny", *args, "max_steps=2"])
-
-
 def test_every_bundled_profile_names_real_quick_checks():
     checks = all_checks()
     assert set(TRAINING_CHECKS) <= set(checks)
@@ -92,7 +71,8 @@ def test_a_whole_preflight_covers_training_and_records_what_it_ran(snapshot):
     assert json.loads(spec.model_dump_json())["digest"] == spec.content_digest()
 
 
-def test_a_narrowed_spec_is_refused_naming_the_checks_not_judged(tmp_path, snapshot, no_ssh):
+@pytest.mark.usefixtures("no_ssh")
+def test_a_narrowed_spec_is_refused_naming_the_checks_not_judged(tmp_path, snapshot):
     report = printed(snapshot, "--select", "pcie.*")
     assert report.select == ["pcie.*"] and report.selected_checks == ["pcie.aer", "pcie.link_speed",
                                                                        "pcie.link_width"]
@@ -108,7 +88,8 @@ def test_a_narrowed_spec_is_refused_naming_the_checks_not_judged(tmp_path, snaps
     assert "hint: run the whole preflight" in err and "--waive CHECK" in err and not out.exists()
 
 
-def test_waived_checks_are_recorded_and_printed_at_the_launch(tmp_path, snapshot, no_ssh):
+@pytest.mark.usefixtures("no_ssh")
+def test_waived_checks_are_recorded_and_printed_at_the_launch(tmp_path, snapshot):
     report = printed(snapshot, "--skip", "npu.hbm_usage", "--skip", "os.shm")
     spec = spec_of(report, waived=["npu.hbm_usage"])
     assert json.loads(write(tmp_path, spec).read_text())["waived"] == ["npu.hbm_usage"]
@@ -121,7 +102,8 @@ def test_waived_checks_are_recorded_and_printed_at_the_launch(tmp_path, snapshot
     assert "WAIVED os.shm (--waive)" in result.stderr
 
 
-def test_skip_preflight_is_the_whole_bypass(tmp_path, snapshot, no_ssh):
+@pytest.mark.usefixtures("no_ssh")
+def test_skip_preflight_is_the_whole_bypass(tmp_path, snapshot):
     spec = spec_of(printed(snapshot, "--select", "pcie.*"))
     result = train("--launch-spec", str(write(tmp_path, spec)), "-o", str(tmp_path / "r"), "--dry-run",
                    "--skip-preflight")
@@ -129,7 +111,8 @@ def test_skip_preflight_is_the_whole_bypass(tmp_path, snapshot, no_ssh):
 
 
 @pytest.mark.parametrize("version", [0, 7, "2"])
-def test_an_unknown_schema_version_is_refused(tmp_path, snapshot, version, no_ssh):
+@pytest.mark.usefixtures("no_ssh")
+def test_an_unknown_schema_version_is_refused(tmp_path, snapshot, version):
     data = json.loads(spec_of(printed(snapshot)).model_dump_json())
     data["schema_version"] = version
     out = tmp_path / "run"
@@ -141,7 +124,8 @@ def test_an_unknown_schema_version_is_refused(tmp_path, snapshot, version, no_ss
     assert not out.exists()
 
 
-def test_a_spec_from_the_future_is_refused(tmp_path, snapshot, no_ssh):
+@pytest.mark.usefixtures("no_ssh")
+def test_a_spec_from_the_future_is_refused(tmp_path, snapshot):
     spec = spec_of(printed(snapshot)).model_copy(update={"created_at": datetime(2030, 1, 1, tzinfo=UTC)})
     result = train("--launch-spec", str(write(tmp_path, spec)), "-o", str(tmp_path / "r"))
     assert result.exit_code == 1
@@ -152,7 +136,8 @@ def test_a_spec_from_the_future_is_refused(tmp_path, snapshot, no_ssh):
     assert spec.usable()
 
 
-def test_a_spec_edited_by_hand_is_refused(tmp_path, snapshot, no_ssh):
+@pytest.mark.usefixtures("no_ssh")
+def test_a_spec_edited_by_hand_is_refused(tmp_path, snapshot):
     report = printed(snapshot, "--select", "pcie.*")
     data = json.loads(spec_of(report).model_dump_json())
     data["hosts"]["node01"]["judged_checks"] = sorted(all_checks())  # claim it judged everything

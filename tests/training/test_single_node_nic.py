@@ -3,9 +3,8 @@ picked as the multi-node path picks the NIC toward the master (nic_toward), not 
 
 from __future__ import annotations
 
-from collections import namedtuple
-
 import pytest
+from test_bad_inputs_train import fake_nics
 
 from ascend_ready.training import launch
 
@@ -17,12 +16,7 @@ TO_GATEWAY = "10.251.199.1 dev eth1 src 10.251.199.11 uid 0 \\    cache \n"
 
 @pytest.fixture
 def nics(monkeypatch):
-    import psutil
-
-    Stat, Addr, Family = namedtuple("Stat", "isup"), namedtuple("Addr", "family"), namedtuple("F", "name")
-    names = ("lo", "bond0", "docker0", "eth1")
-    monkeypatch.setattr(psutil, "net_if_stats", lambda: {n: Stat(True) for n in names})
-    monkeypatch.setattr(psutil, "net_if_addrs", lambda: {n: [Addr(Family("AF_INET"))] for n in names})
+    fake_nics(monkeypatch, ("lo", "bond0", "docker0", "eth1"))
 
 
 def ip_of(default: str | None, route: str | None):
