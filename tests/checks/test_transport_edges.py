@@ -90,5 +90,6 @@ def test_ctrl_c_during_the_connect_returns_at_once(peer, tmp_path):
         proc.kill()
     waited = time.monotonic() - sent
     assert proc.returncode == 130 and "error: interrupted" in err and "Traceback" not in err
-    # measured 0.65 s (interpreter exit included); before, it waited out the 60 s connect timeout
-    assert waited < 3.0, waited
+    # measured 0.65 s on an idle machine (interpreter exit included), 3.2 s on a loaded one; before, it
+    # waited out the 60 s connect timeout: the bound tells the two apart without timing the machine
+    assert waited < 15.0, waited
