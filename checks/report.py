@@ -182,7 +182,8 @@ def render_table(report: Report, console, *, verbose: bool = False) -> None:
     narrowed = " ".join([*(f"--select {g}" for g in report.select),
                          *(f"--skip {g}" for g in report.skip)])
     # a narrowed run says so where it is read: it judged less than a whole preflight
-    title = f"ascend-check ({report.tier} tier, profile {report.profile}" + (f", {narrowed})" if narrowed else ")")
+    title = f"ascend-check ({report.tier} tier, profile {report.profile}"
+    title += f", {narrowed})" if narrowed else ")"
     shown = [r for r in report.results if verbose or r.status != "pass"]
     if report.results and not shown and not report.unreachable:
         console.print(_pass_grid(report, title))  # all passed: what was checked, not an empty table
