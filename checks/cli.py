@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from ascend_ready.cli_guard import GuardedGroup
+from ascend_ready.cli_guard import GuardedGroup, debug_option
 from ascend_ready.errors import ConfigError, ExitCode
 
 _FORMATS = ("table", "json")
@@ -158,13 +158,59 @@ def _check_select(select: tuple[str, ...], tier: str | None) -> None:
             raise ConfigError(
                 f"no check matches --select/--skip: --select {glob!r} is no check id",
                 hint=(f"did you mean {' or '.join(near)}? " if near else "")
-                + "`ascend-check list` shows every id",
+                + "`ascend-check list --tier full` shows every id",
             )
         if tier == "quick" and all(spec.tier != "quick" for spec in hits):
             raise ConfigError(
                 f"--select {glob!r} matches only full-tier checks ({', '.join(s.id for s in hits)})",
                 hint="add --tier full",
             )
+
+
+def check_waived(waive: tuple[str, ...], without: str | None) -> None:
+    """Refuse a --waive that names no check id (naming the nearest), or given where nothing records it."""
+    if not waive:
+        return
+    if without:
+        raise ConfigError(f"{without}, and no --launch-spec FILE was asked for",
+                          hint="add --launch-spec spec.json, or leave out --waive")
+    import difflib
+
+    from ascend_ready.checks.registry import all_checks
+
+    known = list(all_checks())
+    for check_id in waive:
+        if check_id not in known:
+            near = difflib.get_close_matches(check_id, known, n=3, cutoff=0.6)
+            raise ConfigError(f"--waive {check_id!r} is no check id",
+                              hint=(f"did you mean {' or '.join(near)}? " if near else "")
+                              + "`ascend-check list --tier full` shows every id")
+
+
+def _note_coverage(spec) -> None:
+    """Say at write time what ascend-train will say at launch: a spec that left out a check training needs
+    is refused there (the preflight's own exit code is about the checks it ran)."""
+    from ascend_ready.checks.cluster.launchspec import LaunchSpecRefused
+
+    if spec.waived:
+        click.echo(f"launch spec: waived (training may start without them judged): {', '.join(spec.waived)}",
+                   err=True)
+    try:
+        spec.require_covered()
+    except LaunchSpecRefused as exc:
+        click.echo(f"warning: ascend-train will refuse this launch spec: {exc.message}", err=True)
+
+
+def _deprecated_alias(value, old_value, old: str, new: str, ctx: click.Context):
+    """The value of a required option given under its new name or, with a warning, its old one."""
+    if old_value is not None:
+        click.echo(f"warning: {old} is deprecated; use {new}", err=True)
+        if value is not None and value != old_value:
+            raise ConfigError(f"{new} {value} and {old} {old_value} disagree", hint=f"give {new} only")
+        value = value or old_value
+    if value is None:
+        raise click.UsageError(f"missing option '{new.split('/')[0]}' / '{new.split('/')[-1]}'", ctx=ctx)
+    return value
 
 
 def _merged(ctx: click.Context, params: dict) -> dict:
@@ -182,11 +228,12 @@ def _targets(p: dict):
     from ascend_ready.checks.inventory import check_host_profiles, limit_targets, load_inventory, parse_hosts
     from ascend_ready.checks.transport import LOCAL, Target
 
-    if p["hosts"] and p["inventory"]:
-        raise ConfigError("give --hosts or -i INVENTORY, not both")
+    if p["hosts"] is not None and p["inventory"]:
+        raise ConfigError("give --hosts or -i INVENTORY, not both",
+                          hint="drop one: -i reads the hosts and their SSH settings from the inventory")
     if p["inventory"]:
         targets = load_inventory(p["inventory"], vault_password_file=p.get("vault_password_file"))
-    elif p["hosts"]:
+    elif p["hosts"] is not None:  # --hosts '' is an empty list, refused: never "this node" by accident
         targets = parse_hosts(p["hosts"])
     else:
         import socket
@@ -228,12 +275,49 @@ def _options(p: dict):
     )
 
 
-def _collect_with_progress(targets, options, specs):
-    """Fan out with a live progress line on stderr (only when stderr is a terminal)."""
+class _Ticker:
+    """Progress for a log (stderr not a terminal): nothing for the first second, then one line every
+    `every_s` seconds saying how many hosts are done, until stopped."""
+
+    def __init__(self, total: int, what: str, every_s: float = 5.0, first_s: float = 1.0):
+        import threading
+
+        self.total, self.what, self.done, self.every_s, self.first_s = total, what, 0, every_s, first_s
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def advance(self, _host=None) -> None:
+        self.done += 1
+
+    def _run(self) -> None:
+        wait = self.first_s
+        while not self._stop.wait(wait):
+            click.echo(f"{self.what}: {self.done} of {self.total} host(s) done, "
+                       f"{time.monotonic() - self.started:.0f} s", err=True)
+            wait = self.every_s
+
+
+def _collect_with_progress(targets, options, specs, *, quiet: bool = False, log_progress: bool = False):
+    """Fan out with a live progress line on stderr when it is a terminal; else, with `log_progress`, a
+    line every 5 s once the run takes more than a second (`quiet`: neither)."""
     from ascend_ready.checks.preflight import collect_snapshot
 
-    if not sys.stderr.isatty():  # rich is not even imported then: a scripted run starts faster
+    if quiet:
         return collect_snapshot(targets, options, specs=specs)
+    if not sys.stderr.isatty():  # rich is not even imported then: a scripted run starts faster
+        if not log_progress:
+            return collect_snapshot(targets, options, specs=specs)
+        with _Ticker(len(targets), "collect") as ticker:
+            return collect_snapshot(targets, options, progress=ticker.advance, specs=specs)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -294,7 +378,8 @@ def _write_rank_table(report, snap, targets, options, table_file, hosts_file, ex
             try:
                 write_atomic(Path(path), text)
             except OSError as exc:
-                raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+                raise ConfigError(f"cannot write {path}: {exc.strerror or exc}",
+                                  hint="pick a file in a directory you may write") from None
             what = "rank table" if path == table_file else "hostfile"
             click.echo(f"{what}: {path} ({devices} device(s) on {table['server_count']} host(s))", err=True)
     return True
@@ -320,7 +405,8 @@ def _emit(report, fmt: str, junit: str | None, prometheus: str | None, verbose: 
             try:
                 write_atomic(Path(path), render(report))
             except OSError as exc:
-                raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+                raise ConfigError(f"cannot write {path}: {exc.strerror or exc}",
+                                  hint="pick a file in a directory you may write") from None
 
 
 @click.group(
@@ -370,6 +456,14 @@ def _emit(report, fmt: str, junit: str | None, prometheus: str | None, verbose: 
     help="How long the launch spec stays valid.",
 )
 @click.option(
+    "--waive",
+    multiple=True,
+    metavar="CHECK",
+    help="Record in the launch spec that training may start without CHECK judged (repeatable; "
+    "ascend-train prints each waived check). Without it, a spec of a run narrowed by --select/--skip that "
+    "left out a check the profile requires for training (training_checks) is refused.",
+)
+@click.option(
     "--rank-table",
     "rank_table_file",
     metavar="FILE",
@@ -390,7 +484,8 @@ def _emit(report, fmt: str, junit: str | None, prometheus: str | None, verbose: 
     help="Leave this node, or one device of it, out of --rank-table/--hostfile (repeatable), e.g. "
     "--exclude node03 --exclude node02:5.",
 )
-@click.option("-v", "--verbose", is_flag=True, help="List passing checks in the table too.")
+@click.option("-v", "--verbose", is_flag=True, help="More output: list passing checks in the table too.")
+@debug_option
 @click.version_option(package_name="ascend-ready", prog_name="ascend-check")
 @click.pass_context
 def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **params) -> None:
@@ -424,6 +519,11 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
         check_output_path(html_file, "--html")  # before any host is probed
         spec_file, spec_valid_s = params.pop("launch_spec_file"), params.pop("launch_spec_valid_s")
         check_output_path(spec_file, "--launch-spec")
+        if spec_file and snapshot_dir:
+            raise ConfigError("--launch-spec needs a live run (it reads each node's route to the master)",
+                              hint="run ascend-check -i INVENTORY --launch-spec FILE")
+        waive = params.pop("waive")
+        check_waived(waive, "--waive records a waiver in the launch spec" if not spec_file else None)
         table_file, hosts_file, exclude = (params.pop("rank_table_file"), params.pop("hostfile_file"),
                                            params.pop("exclude"))
         _check_rank_table_args(table_file, hosts_file, exclude, snapshot_dir)
@@ -437,8 +537,9 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
     if snapshot_dir:
         from ascend_ready.checks.snapshot import load_snapshot
 
-        if params["hosts"] or params["inventory"]:
-            raise ConfigError("--snapshot judges saved outputs; it takes no --hosts or -i")
+        if params["hosts"] is not None or params["inventory"]:
+            raise ConfigError("--snapshot judges saved outputs; it takes no --hosts or -i",
+                              hint="drop --hosts/-i, or drop --snapshot to probe the hosts live")
         snap = load_snapshot(Path(snapshot_dir))
         if params["limit"]:
             from ascend_ready.checks.inventory import limit_targets
@@ -469,19 +570,18 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
             exclude = parse_exclude(exclude, [t.name for t in targets])
         snap = _collect_with_progress(targets, options, specs)
         report = judge_snapshot(snap, options, specs=specs, started=started)
-    if spec_file and snapshot_dir:
-        raise ConfigError("--launch-spec needs a live run (it reads each node's route to the master)",
-                          hint="run ascend-check -i INVENTORY --launch-spec FILE")
     _emit(report, fmt, junit, prometheus, verbose)
     write_html(report, html_file)
     if spec_file:
         from ascend_ready.checks.cluster.launchspec import make_launch_spec
+        from ascend_ready.checks.report import write_atomic
 
-        spec = make_launch_spec(report, snap, targets, options.fanout, valid_s=spec_valid_s,
+        spec = make_launch_spec(report, snap, targets, options.fanout, valid_s=spec_valid_s, waived=waive,
                                 note=lambda line: click.echo(f"launch spec: {line}", err=True))
-        Path(spec_file).write_text(spec.model_dump_json(indent=1) + "\n")
+        write_atomic(Path(spec_file), spec.model_dump_json(indent=1) + "\n")
         click.echo(f"launch spec: {spec_file} ({len(spec.startable_hosts())} of {len(spec.hosts)} host(s) "
                    f"may start, valid {spec_valid_s} s)", err=True)
+        _note_coverage(spec)
     code = exit_code(report)
     if (table_file or hosts_file) and not _write_rank_table(report, snap, targets, options, table_file,
                                                            hosts_file, exclude):
@@ -493,19 +593,21 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
 @_target_options
 @click.option(
     "-o",
-    "--output",
+    "--output-dir",
     "output",
-    required=True,
     type=click.Path(file_okay=False),
-    help="Directory to write the snapshot to (created; must not hold another snapshot).",
+    help="Directory to write the snapshot to (created; must not hold another snapshot). Required.",
 )
+@click.option("--output", "output_deprecated", type=click.Path(file_okay=False), hidden=True,
+              help="Deprecated spelling of -o/--output-dir.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @click.option(
     "--plogs",
     is_flag=True,
     help="Also save the tails of the newest CANN plogs (a support bundle: ascend-check diagnose DIR).",
 )
 @click.pass_context
-def collect_cmd(ctx: click.Context, output, plogs, **params) -> None:
+def collect_cmd(ctx: click.Context, output, output_deprecated, quiet, plogs, **params) -> None:
     """Save every raw output the checks read into a snapshot directory (no judging).
 
     \b
@@ -517,6 +619,7 @@ def collect_cmd(ctx: click.Context, output, plogs, **params) -> None:
     from ascend_ready.paths import check_output_dir
 
     params = _merged(ctx, params)
+    output = _deprecated_alias(output, output_deprecated, "--output", "-o/--output-dir", ctx)
     out = Path(output)
     if (out / "manifest.json").exists():
         raise ConfigError(f"{out} already holds a snapshot", hint="choose a new directory")
@@ -528,7 +631,7 @@ def collect_cmd(ctx: click.Context, output, plogs, **params) -> None:
         from ascend_ready.checks.diagnose import PLOG_REQUEST
 
         specs = [*specs, PLOG_REQUEST]
-    snap = _collect_with_progress(_targets(params), options, specs)
+    snap = _collect_with_progress(_targets(params), options, specs, quiet=quiet, log_progress=True)
     save_snapshot(snap, out)
     bad = [h for h in snap.hosts.values() if not h.reachable]
     probes = sum(len(h.probes) for h in snap.hosts.values())
@@ -539,18 +642,23 @@ def collect_cmd(ctx: click.Context, output, plogs, **params) -> None:
 
 
 @main.command("list")
-@click.option("--tier", type=click.Choice(["quick", "full"]), default="full", show_default=True)
-@click.option("--select", multiple=True, metavar="GLOB")
-@click.option("--skip", multiple=True, metavar="GLOB")
-@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="table", show_default=True)
+@click.option("--tier", type=click.Choice(["quick", "full"]), default="quick", show_default=True,
+              help="The checks a run of this tier runs (as a run, quick by default; full adds benchmarks).")
+@click.option("--select", multiple=True, metavar="GLOB",
+              help="Only checks whose id matches (repeatable), as for a run.")
+@click.option("--skip", multiple=True, metavar="GLOB", help="Leave out checks whose id matches (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="table", show_default=True,
+              help="A table, or JSON (one object per check, with its probes and fix).")
 def list_cmd(tier, select, skip, fmt) -> None:
-    """List the checks: id, tier, severity, what they assert and how to fix a failure."""
+    """List the checks a run would run: id, tier, severity, what they assert and how to fix a failure
+    (--tier full: the benchmarks too)."""
     from ascend_ready.checks.registry import select_checks
 
     _check_select(select, tier)
     specs = select_checks(tier, select, skip)
     if not specs:
-        raise ConfigError("no check matches --select/--skip", hint="`ascend-check list` shows every id")
+        raise ConfigError("no check matches --select/--skip",
+                          hint="`ascend-check list --tier full` shows every id")
     if fmt == "json":
         rows = [
             {
@@ -625,6 +733,11 @@ def diagnose_cmd(paths, fmt, quiet) -> None:
 
     if not paths:
         raise ConfigError("give at least one PATH", hint="ascend-check diagnose train.log ~/ascend/log")
+    from ascend_ready.paths import check_input_path
+
+    for path in paths:  # each named path exists and is no symlink loop before any is read (the scan refuses
+        if path != "-":  # a binary file named here, naming it)
+            check_input_path(path, None, hint="give log files or run directories that exist, or - for stdin")
     report = diagnose_paths(paths, progress=None if quiet else lambda line: click.echo(line, err=True))
     if fmt == "json":
         click.echo(render_json(report), nl=False)

@@ -8,7 +8,6 @@ loads nothing (inline CSS, no script, and a Content-Security-Policy that forbids
 from __future__ import annotations
 
 import html
-import os
 from pathlib import Path
 
 from ascend_ready.checks.report import STATUSES, CheckResult, Report, write_atomic
@@ -192,20 +191,10 @@ def render_html(report: Report) -> str:
 
 
 def check_output_path(path: str | None, option: str) -> None:
-    """Refuse, before any work, an output file that cannot be written: a directory, a missing or read-only
-    parent, a read-only file. None (option not given) passes."""
-    if not path:
-        return
-    target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        raise ConfigError(f"{option} {path} is a directory", hint="name a file, e.g. report.html")
-    if not parent.is_dir():
-        raise ConfigError(
-            f"{option} {path}: directory {parent} does not exist", hint=f"create it: mkdir -p {parent}"
-        )
-    if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise ConfigError(f"{option} {path}: not writable", hint="pick a file in a directory you may write")
+    """Refuse, before any work, an output file that cannot be written (ascend_ready.paths)."""
+    from ascend_ready.paths import check_output_file
+
+    check_output_file(path, option)
 
 
 def write_html(report: Report, path: str | None) -> None:
@@ -215,4 +204,5 @@ def write_html(report: Report, path: str | None) -> None:
     try:
         write_atomic(Path(path), render_html(report))
     except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}",
+                          hint="pick a file in a directory you may write") from None

@@ -42,7 +42,8 @@ def expand_range(pattern: str) -> list[str]:
     elif len(start) == len(end) == 1 and start.isalpha() and end.isalpha():
         values = [chr(c) for c in range(ord(start), ord(end) + 1, stride)]
     else:
-        raise ConfigError(f"host range {match[0]!r} in {pattern!r} is not numeric or alphabetic")
+        raise ConfigError(f"host range {match[0]!r} in {pattern!r} is not numeric or alphabetic",
+                          hint="write a range as [01:04] or [a:d]")
     return [name for v in values for name in expand_range(head + v + tail)]
 
 
@@ -82,7 +83,8 @@ class _Inventory:
 
         def visit(g: str, depth: int) -> None:
             if depth > 32:
-                raise ConfigError(f"inventory group {g!r} is its own ancestor (a children loop)")
+                raise ConfigError(f"inventory group {g!r} is its own ancestor (a children loop)",
+                                  hint="remove the loop from the children: sections")
             for p in parents.get(g, []):
                 visit(p, depth + 1)
             if g not in order:
@@ -132,7 +134,11 @@ def _target(name: str, groups: list[str], hostvars: dict[str, Any]) -> Target:
     try:
         port_number = int(port) if port else None
     except ValueError:
-        raise ConfigError(f"inventory host {name}: ansible_port {port!r} is not a number") from None
+        raise ConfigError(f"inventory host {name}: ansible_port {port!r} is not a number",
+                          hint="set ansible_port to the SSH port, e.g. 22") from None
+    address = v.get("ansible_host") or v.get("ansible_ssh_host") or name
+    if v.get("ansible_connection") != "local":
+        check_address(address, f"inventory host {name}: " + ("ansible_host" if address != name else "name"))
     become = _boolean(name, "ansible_become", v.get("ansible_become") or v.get("ansible_sudo") or "false")
     method = v.get("ansible_become_method") or "sudo"
     if become and method != "sudo":
@@ -143,7 +149,7 @@ def _target(name: str, groups: list[str], hostvars: dict[str, Any]) -> Target:
     password = next((v[k] for k in _BECOME_PASSWORD if v.get(k)), None)
     return Target(
         name=name,
-        address=v.get("ansible_host") or v.get("ansible_ssh_host") or name,
+        address=address,
         port=port_number,
         user=v.get("ansible_user") or v.get("ansible_ssh_user"),
         key_file=v.get("ansible_ssh_private_key_file") or v.get("ansible_private_key_file"),
@@ -216,7 +222,8 @@ def _parse_ini(text: str, origin: str) -> _Inventory:
         if line.startswith("["):
             m = re.fullmatch(r"\[([^\]:]+)(?::(vars|children))?\]", line)
             if not m:
-                raise ConfigError(f"{origin}:{no}: bad section header {line!r}")
+                raise ConfigError(f"{origin}:{no}: bad section header {line!r}",
+                                  hint="a section header is [group], [group:vars] or [group:children]")
             section, kind = m[1], m[2] or "hosts"
             inv.group(section)
             if section != "all" and section not in inv.children["all"]:
@@ -225,13 +232,15 @@ def _parse_ini(text: str, origin: str) -> _Inventory:
         try:
             words = shlex.split(line, comments=True)
         except ValueError as exc:
-            raise ConfigError(f"{origin}:{no}: {exc}: {line!r}") from None
+            raise ConfigError(f"{origin}:{no}: {exc}: {line!r}",
+                              hint="fix the quoting of that line") from None
         if not words:
             continue
         if kind == "vars":
             key, sep, value = line.partition("=")
             if not sep:
-                raise ConfigError(f"{origin}:{no}: expected key=value in [{section}:vars]: {line!r}")
+                raise ConfigError(f"{origin}:{no}: expected key=value in [{section}:vars]: {line!r}",
+                                  hint="write each variable as key=value")
             inv.groups[section][key.strip()] = _ini_value(value.strip())
         elif kind == "children":
             inv.group(words[0])
@@ -243,7 +252,8 @@ def _parse_ini(text: str, origin: str) -> _Inventory:
             for word in words[1:]:
                 key, sep, value = word.partition("=")
                 if not sep:
-                    raise ConfigError(f"{origin}:{no}: expected key=value after the host name, got {word!r}")
+                    raise ConfigError(f"{origin}:{no}: expected key=value after the host name, got {word!r}",
+                                      hint="write host variables as key=value after the host name")
                 hostvars[key] = value
             inv.add_host(section, words[0], hostvars)
     return inv
@@ -252,14 +262,16 @@ def _parse_ini(text: str, origin: str) -> _Inventory:
 def _parse_yaml(data: Any, origin: str) -> _Inventory:
     inv = _Inventory()
     if not isinstance(data, dict):
-        raise ConfigError(f"{origin}: a YAML inventory is a mapping of groups (e.g. all: {{hosts: ...}})")
+        raise ConfigError(f"{origin}: a YAML inventory is a mapping of groups (e.g. all: {{hosts: ...}})",
+                          hint="start the file with all: {hosts: ..., children: ...}")
 
     def walk(name: str, body: Any, path: str) -> None:
         inv.group(name)
         if body is None:
             return
         if not isinstance(body, dict):
-            raise ConfigError(f"{origin}: group {path} must be a mapping with hosts/vars/children")
+            raise ConfigError(f"{origin}: group {path} must be a mapping with hosts/vars/children",
+                              hint="give the group hosts:, vars: and/or children: mappings")
         unknown = set(body) - {"hosts", "vars", "children"}
         if unknown:
             raise ConfigError(
@@ -308,9 +320,11 @@ def _vars_file(folder: Path, name: str) -> dict[str, Any] | None:
                 raise _NeedsAnsible(f"{f} is vaulted")
             data = yaml.safe_load(text) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read inventory variables {f}: {exc}") from None
+            raise ConfigError(f"cannot read inventory variables {f}: {exc}",
+                              hint="fix the file: a YAML mapping of variable: value") from None
         if not isinstance(data, dict):
-            raise ConfigError(f"inventory variables {f} are not a mapping")
+            raise ConfigError(f"inventory variables {f} are not a mapping",
+                              hint="fix the file: a YAML mapping of variable: value")
         merged.update(data)
     return merged
 
@@ -364,7 +378,8 @@ def _load(path: Path, vault_password_file: str | None) -> list[Target]:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ConfigError(f"inventory {path} is not valid YAML: {exc}") from None
+            raise ConfigError(f"inventory {path} is not valid YAML: {exc}",
+                              hint="fix the YAML syntax at the line it names") from None
         if isinstance(data, dict) and "plugin" in data:
             return _ansible_inventory(path, vault_password_file)
     inv = _parse_yaml(data, str(path)) if data is not None else _parse_ini(text, str(path))
@@ -374,7 +389,7 @@ def _load(path: Path, vault_password_file: str | None) -> list[Target]:
         return _ansible_inventory(path, vault_password_file)
     targets = inv.targets()
     if not targets:
-        raise ConfigError(f"inventory {path} lists no hosts")
+        raise ConfigError(f"inventory {path} lists no hosts", hint="add hosts under all: or a group")
     return targets
 
 
@@ -418,7 +433,9 @@ def _ansible_inventory(path: Path, vault_password_file: str | None) -> list[Targ
             cmd, capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConfigError(f"ansible-inventory -i {path} --list did not run: {exc}") from None
+        raise ConfigError(f"ansible-inventory -i {path} --list did not run: {exc}",
+                          hint="install ansible-core (ansible-inventory), or give an INI or YAML "
+                          "inventory file") from None
     if done.returncode != 0:
         err = done.stderr.strip()
         if "no vault secrets" in err:
@@ -462,7 +479,8 @@ def _vault_error(path: Path, where: str) -> ConfigError:
 
 def _from_json(path: Path, data: Any, password_file: str | None) -> list[Target]:
     if not isinstance(data, dict):
-        raise ConfigError(f"ansible-inventory -i {path} --list printed no inventory mapping")
+        raise ConfigError(f"ansible-inventory -i {path} --list printed no inventory mapping",
+                          hint="run ansible-inventory -i PATH --list to see what it prints")
     hostvars = (data.get("_meta") or {}).get("hostvars") or {}
     members = {g: list((body or {}).get("hosts") or []) for g, body in data.items() if g != "_meta"}
     children = {g: list((body or {}).get("children") or []) for g, body in data.items() if g != "_meta"}
@@ -474,7 +492,8 @@ def _from_json(path: Path, data: Any, password_file: str | None) -> list[Target]
 
     def walk(group: str, depth: int) -> None:
         if depth > 32:
-            raise ConfigError(f"inventory group {group!r} is its own ancestor (a children loop)")
+            raise ConfigError(f"inventory group {group!r} is its own ancestor (a children loop)",
+                              hint="remove the loop from the children: sections")
         for host in members.get(group, []):
             if host not in seen:
                 seen.append(host)
@@ -493,7 +512,7 @@ def _from_json(path: Path, data: Any, password_file: str | None) -> list[Target]
         groups = [g for g in inv.host_groups(host) if g != "all"]
         targets.append(_target(host, groups, inv.hosts[host]))  # --list has merged the group vars
     if not targets:
-        raise ConfigError(f"inventory {path} lists no hosts")
+        raise ConfigError(f"inventory {path} lists no hosts", hint="add hosts under all: or a group")
     return targets
 
 
@@ -547,6 +566,47 @@ class _Decrypter:
             ) from None
 
 
+#: one label of a host name (RFC 1123: letters, digits, '-', not at either end; '_' too, as ssh_config
+#: aliases and many inventories use it)
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)\Z")
+
+
+def address_problem(host: str) -> str:
+    """Why `host` is neither an IP address nor a host name ('' when it is one): RFC 1123 length (253, 63 a
+    label) and characters. Checked before any connection: a resolver or SSH would fail on it later, some
+    with a traceback ("label too long")."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])  # fe80::1%eth0: a scoped link-local address
+        return ""
+    except ValueError:
+        pass
+    if ":" in host:
+        return "has ':' but is no IPv6 address (an IPv6 address with a port is written [ADDR]:PORT)"
+    if len(host) > 253:
+        return f"is {len(host)} characters long; a host name has at most 253"
+    for label in host[:-1].split(".") if host.endswith(".") else host.split("."):
+        if not label:
+            return "has an empty label (two dots, or a dot at the start)"
+        if len(label) > 63:
+            return f"has a label of {len(label)} characters; a label has at most 63"
+        if not _LABEL.match(label):
+            return (f"label {label!r} has a character other than letters, digits, '-' and '_', "
+                    "or starts or ends with '-'")
+    return ""
+
+
+def check_address(host: str, where: str) -> None:
+    """ConfigError (exit 2) naming `where` when `host` is neither an IP address nor a host name."""
+    why = address_problem(host)
+    if why:
+        shown = host if len(host) <= 60 else host[:57] + "..."
+        raise ConfigError(f"{where}: {shown!r} {why}",
+                          hint="give a host name (node01, node01.example.com), an IPv4 address or an IPv6 "
+                          "address in brackets ([fe80::1]:22)")
+
+
 def parse_hosts(spec: str) -> list[Target]:
     """`--hosts h1,user@h2:2222,[fe80::1]:22` as targets."""
     out = []
@@ -554,6 +614,9 @@ def parse_hosts(spec: str) -> list[Target]:
         if not item:
             continue
         for one in expand_range(item):  # before the port split: node[01:04] has a colon too
+            if one.count("[") != one.count("]"):
+                raise ConfigError(f"--hosts: unbalanced brackets in {one[:60]!r}",
+                                  hint="write an IPv6 address as [ADDR] or [ADDR]:PORT, e.g. [fe80::1]:22")
             try:
                 target = _endpoint(one)
             except ValueError:
@@ -564,6 +627,7 @@ def parse_hosts(spec: str) -> list[Target]:
                 raise ConfigError(
                     f"--hosts: no host name in {one!r}", hint="use host, user@host or host:port"
                 )
+            check_address(target.name, "--hosts")
             if target.port is not None and not 0 < target.port < 65536:
                 raise ConfigError(
                     f"--hosts: port {target.port} in {one!r} is not 1-65535",

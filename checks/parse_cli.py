@@ -21,11 +21,14 @@ def _kinds() -> list[str]:
 
 
 @click.command("parse", cls=GuardedCommand)
-@click.argument("kind", required=False)
-@click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
+# Both required but for --list: shown as required (KIND FILE, not [KIND] [FILE]), checked below.
+@click.argument("kind", required=False, metavar="KIND")
+@click.argument("file", required=False, metavar="FILE", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--list", "list_kinds", is_flag=True, help="List the output kinds and exit.")
 def parse_command(kind: str | None, file: str | None, list_kinds: bool) -> None:
     """Parse FILE (or - for stdin) as vendor-tool output of KIND and print it as JSON.
+
+    KIND and FILE are required (not with --list, which prints every KIND).
 
     \b
     Examples:

@@ -297,7 +297,7 @@ def judge_snapshot(
     names = sorted({p.product for p in profiles.values()})
     from ascend_ready.checks.runner import run_checks
 
-    return run_checks(
+    report = run_checks(
         snapshot,
         profiles,
         specs,
@@ -307,6 +307,13 @@ def judge_snapshot(
         tool_version=__version__,
         started=started,
     )
+    # what the run covered: a launch judges from it whether every check training needs was judged
+    report.select, report.skip = list(options.select), list(options.skip)
+    report.selected_checks = sorted(s.id for s in specs)
+    for host in report.hosts:
+        if host.name in profiles:
+            host.training_checks = list(profiles[host.name].training_checks)
+    return report
 
 
 def preflight(

@@ -160,6 +160,17 @@ def _words(probe: Probe, env: _Env) -> str:
 #: batch's output (or the channel would stay open after END) and ends with the batch's temp dir: a
 #: TERM sent as it starts can be lost, and a finished batch whose parent has not reaped it still
 #: answers `kill -0`.
+#: Leftovers: the batch runs as its SSH session's leader (sshd calls setsid; the local transport starts
+#: it in a session of its own), or under the become wrapper that leads it (its command line holds
+#: `ascend-check-become`); in any other session (a shell's, where it was started by hand) none of this
+#: is done, as the session holds more than the batch. Whatever the batch starts stays in its session,
+#: also a tool's child that escaped its process tree by a double fork (reparented to init: `_kt`
+#: cannot see it, and it holds the output pipe open, so the batch would never end). Before END,
+#: `_reap` stops every process of the session that is neither the batch's descendant nor its ancestor
+#: (sudo's wrapper) or their child (the session's processes from one `ps -s`, else a /proc scan, ten
+#: times slower in sh);
+#: and the watchdog, seeing the session leader's parent (sshd: the controller went away, or the host
+#: deadline closed the connection) gone, stops the whole batch, escaped processes included.
 #: Output: the probes run in `_main`, whose output `_co` passes on in one write per tick (`dd` takes
 #: what the pipe holds; 50 ms while output flows, doubling up to 1 s while it trickles; a `cat` in
 #: between doubles what the batch can write without waiting): sshd sends one SSH packet per read of its
@@ -190,9 +201,45 @@ _kt() { _g=$1; _l=" $2 "; _m=1
     done
   done
   kill -s "$_g" $_l 2>/dev/null; }
+_ses() { _sid=; _A=' '; _P=; _s=; { read -r _s </proc/$$/stat; } 2>/dev/null || return 0
+  _s=${_s##*) }; set -- $_s; _x=$4; _c=$2
+  [ "$_x" -gt 1 ] 2>/dev/null || return 0
+  if [ "$_x" = $$ ]; then _sid=$_x; _P=$_c; return 0; fi
+  grep -q ascend-check-become "/proc/$_x/cmdline" 2>/dev/null || return 0
+  while [ "$_c" -gt 1 ] 2>/dev/null; do _A="$_A$_c "; _s=
+    { read -r _s </proc/$_c/stat; } 2>/dev/null || break
+    _s=${_s##*) }; set -- $_s
+    if [ "$_c" = "$_x" ]; then _sid=$_x; _P=$2; return 0; fi
+    _c=$2
+  done; _A=' '; }
+_esc() { _S=' '; _l=" $1 "; _x=$(ps -o pid=,ppid= -s "$_sid" 2>/dev/null) || _x=
+  if [ -n "$_x" ]; then set -- $_x; while [ $# -ge 2 ]; do _S="$_S$1:$2 "; shift 2; done
+  else for _f in /proc/[0-9]*/stat; do _s=; { read -r _s <"$_f"; } 2>/dev/null || continue
+    _s=${_s##*) }; set -- $_s; [ "$4" = "$_sid" ] || continue
+    _c=${_f#/proc/}; _S="$_S${_c%/stat}:$2 "; done; fi
+  _m=1
+  while [ -n "$_m" ]; do _m=
+    for _e in $_S; do _c=${_e%%:*}; _pp=${_e#*:}
+      case $_l in *" $_pp "*) case $_l in *" $_c "*) ;; *) _l="$_l$_c "; _m=1 ;; esac ;; esac
+    done; done
+  _k=
+  for _e in $_S; do _c=${_e%%:*}; _pp=${_e#*:}
+    case "$_l$_A" in *" $_c "*) continue ;; esac
+    case $_A in *" $_pp "*) continue ;; esac
+    _k="$_k $_c"; done; }
+_reap() { [ -n "$_sid" ] || return 0; _esc $$; [ -n "$_k" ] || return 0
+  kill -s TERM $_k 2>/dev/null; _i=0
+  while [ "$_i" -lt 10 ]; do _i=$(( _i + 1 )); _z=
+    for _c in $_k; do [ -d "/proc/$_c" ] && _z=1; done
+    [ -n "$_z" ] || return 0; sleep 0.1 2>/dev/null || sleep 1; done
+  kill -s KILL $_k 2>/dev/null; }
+_gone() { trap '' TERM HUP; _me=$(exec sh -c 'echo $PPID'); _esc "$1"; _v=
+  for _c in $_k $_l; do [ "$_c" = "$_me" ] || _v="$_v $_c"; done
+  kill -s TERM $_v 2>/dev/null; sleep 2 2>/dev/null; kill -s KILL $_v 2>/dev/null; }
 _wd() { exec </dev/null >/dev/null 2>&1
   while sleep 0.5 || sleep 1; do
     [ -d "$_T" ] && kill -0 "$1" || exit 0
+    [ -z "$_sid" ] || [ -d "/proc/$_P" ] || { _gone "$1"; exit 0; }
     _now
     for _r in "$_T"/*.run; do
       _c=; { read -r _c _a _s <"$_r"; } 2>/dev/null; [ -n "$_c" ] || continue
@@ -207,6 +254,7 @@ _wd() { exec </dev/null >/dev/null 2>&1
     done
   done; }
 _now
+[ "$_t" -gt 0 ] && _ses
 if [ "$_t" -gt 0 ]; then _wd $$ & _W=$!; _TO=; [ -z "@BUDGET@" ] || _D=$(( _t + @BUDGET@ ))
 elif command -v timeout >/dev/null 2>&1; then _TO=1; else _TO=; fi
 _run() { _s=$1; shift; _x=
@@ -336,7 +384,7 @@ def _template(
         # Not a bare `wait`: the watchdog runs until the script ends.
         lines.append('for _b in $_B; do wait "$_b"; done')
         lines.append('for _f in "$_T"/*.frame; do [ -f "$_f" ] && cat "$_f"; done')
-    lines.append(f"printf '%s END\\n' {_NONCE}; _fin")
+    lines.append(f"_reap; printf '%s END\\n' {_NONCE}; _fin")
     lines.append("}\n_main | cat | _co")
     return "\n".join(lines) + "\n"
 

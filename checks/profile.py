@@ -1,7 +1,7 @@
 """Hardware profiles: what a healthy node of a product looks like (counts, thresholds, the training user).
 
 Bundled profiles live in checks/profiles/<name>.yml; `--profile FILE|NAME` picks one, `overrides`
-adjusts fields per inventory group, and `ascend-check schema --profile` prints the JSON Schema.
+adjusts fields per inventory group, and `ascend-check schema profile` prints the JSON Schema.
 """
 
 from __future__ import annotations
@@ -22,6 +22,18 @@ DEFAULT_PROFILE = "atlas-800t-a2"
 #: Link types `npu-smi info -t topo` prints between two chips (its legend): HCCS, HCCS through a
 #: switch, the SIO die-to-die bus, and the PCIe paths PIX/PXB/PHB/SYS.
 TopoLink = Literal["HCCS", "HCCS_SW", "SIO", "PIX", "PXB", "PHB", "SYS"]
+
+
+#: The checks a training server's preflight must have judged before a job starts on it: every quick-tier
+#: check whose failure would crash, hang or slow the job (the bundled profiles state their own list).
+TRAINING_CHECKS: tuple[str, ...] = (
+    "npu.count", "npu.health", "npu.device_nodes", "npu.pci_functions", "npu.hbm_usage", "npu.processes",
+    "pcie.link_width", "pcie.link_speed",
+    "hccl.ip", "hccl.link_up", "hccl.net_health",
+    "os.driver_user", "os.glibc", "os.memlock", "os.nofile", "os.shm", "os.disk_free",
+    "versions.installed", "versions.stack", "versions.set_env", "versions.user_libs",
+    "fleet.stack", "fleet.hardware", "fleet.hccn",
+)
 
 
 class HardwareProfile(BaseModel):
@@ -111,6 +123,12 @@ class HardwareProfile(BaseModel):
         description="hccl.allreduce: the least bus bandwidth (GB/s) of the all-reduce across all nodes at "
         "its largest message size, on NPUs (null: judged against the fleet only)",
     )
+    training_checks: list[str] = Field(
+        default_factory=lambda: list(TRAINING_CHECKS),
+        description="ids of the checks a preflight must have judged on a host before ascend-train starts a "
+        "job there (a launch spec or preflight narrowed by --select/--skip/--tier that left one out is "
+        "refused, unless the operator waives it: --waive CHECK)",
+    )
     overrides: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="inventory group -> fields that differ there"
     )
@@ -131,10 +149,12 @@ def _validate(data: Any, origin: str) -> HardwareProfile:
     try:
         return HardwareProfile.model_validate(data)
     except ValidationError as exc:
-        lines = [f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()]
+        from ascend_ready.errors import validation_lines
+
+        lines = validation_lines(exc, HardwareProfile)
         raise ConfigError(
             f"invalid hardware profile ({origin}):\n  " + "\n  ".join(lines),
-            hint="see `ascend-check schema --profile` for the fields",
+            hint="`ascend-check schema profile` prints every field",
         ) from None
 
 
@@ -156,5 +176,7 @@ def load_profile(spec: str | None = None) -> HardwareProfile:
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read hardware profile {path}: {exc}") from None
+        raise ConfigError(f"cannot read hardware profile {path}: {exc}",
+                          hint="fix the file (YAML: field: value), or name a bundled profile: "
+                          + ", ".join(bundled_profiles())) from None
     return _validate(data, str(path))

@@ -25,7 +25,9 @@ __all__ = [
     "report_json_schema",
 ]
 
-REPORT_SCHEMA_VERSION = 1
+#: 2: tier, selection and coverage recorded (select, skip, selected_checks, each host's training_checks);
+#: a report of schema 1 still reads
+REPORT_SCHEMA_VERSION = 2
 Status = Literal["pass", "fail", "warn", "error", "skip"]
 STATUSES: tuple[Status, ...] = ("pass", "warn", "fail", "error", "skip")
 
@@ -60,6 +62,10 @@ class HostStatus(_Model):
         None, description="why the host could not be reached or its batch was cut short"
     )
     collect_s: float = Field(0.0, description="seconds the probe batch took")
+    training_checks: list[str] | None = Field(
+        None, description="the checks the host's profile requires judged before training starts there "
+        "(None: a report of schema 1, which did not record them)"
+    )
 
 
 class Report(_Model):
@@ -70,8 +76,18 @@ class Report(_Model):
     profile: str = ""
     source: str = Field("live", description="'live' or the snapshot directory the checks ran on")
     duration_s: float = 0.0
+    select: list[str] = Field(default_factory=list, description="--select globs of the run (empty: all)")
+    skip: list[str] = Field(default_factory=list, description="--skip globs of the run")
+    selected_checks: list[str] | None = Field(
+        None, description="ids of the checks the run's tier and selection chose (None: schema 1)"
+    )
     hosts: list[HostStatus] = Field(default_factory=list)
     results: list[CheckResult] = Field(default_factory=list)
+
+    def judged(self, host: str) -> set[str]:
+        """Ids of the checks this report holds a result of for `host` (skip included: the check ran and
+        found it does not apply)."""
+        return {r.check_id for r in self.results if r.host == host}
 
     @property
     def counts(self) -> Counter:
@@ -163,7 +179,11 @@ def render_table(report: Report, console, *, verbose: bool = False) -> None:
     """Per host and check, the status; failures, errors and warnings with message, evidence and fix."""
     from rich.table import Table
 
-    title = f"ascend-check ({report.tier} tier, profile {report.profile})"
+    narrowed = " ".join([*(f"--select {g}" for g in report.select),
+                         *(f"--skip {g}" for g in report.skip)])
+    # a narrowed run says so where it is read: it judged less than a whole preflight
+    title = f"ascend-check ({report.tier} tier, profile {report.profile}"
+    title += f", {narrowed})" if narrowed else ")"
     shown = [r for r in report.results if verbose or r.status != "pass"]
     if report.results and not shown and not report.unreachable:
         console.print(_pass_grid(report, title))  # all passed: what was checked, not an empty table

@@ -140,7 +140,11 @@ def _not_text(path: Path, exc: UnicodeDecodeError) -> ConfigError:
 
 def load_snapshot(directory: Path) -> Snapshot:
     """Read a snapshot directory; a missing or malformed one is a ConfigError that says what is wrong."""
+    from ascend_ready.paths import check_input_path
+
     directory = Path(directory)
+    check_input_path(directory, "the snapshot directory", directory=True,
+                     hint="give a directory `ascend-check collect -o DIR` wrote")
     path = directory / "manifest.json"
     try:
         manifest = json.loads(path.read_text())
@@ -178,5 +182,8 @@ def load_snapshot(directory: Path) -> Snapshot:
     try:
         return Snapshot.model_validate(manifest)
     except ValidationError as exc:
-        lines = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise ConfigError(f"{path} is not a valid snapshot manifest:\n  " + "\n  ".join(lines)) from None
+        from ascend_ready.errors import validation_lines
+
+        lines = validation_lines(exc, Snapshot)
+        raise ConfigError(f"{path} is not a valid snapshot manifest:\n  " + "\n  ".join(lines),
+                          hint=_RECOLLECT) from None

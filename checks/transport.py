@@ -101,7 +101,10 @@ def collect(
     first_wave = min(max(1, options.concurrency), len(targets))
     started = threading.Semaphore(0)
 
+    live: set = set()
+
     def one(target: Target) -> HostSnapshot:
+        _fanout.clients = live
         once = []
 
         def sent() -> None:
@@ -123,14 +126,19 @@ def collect(
     if not all(t.is_local for t in targets):
         _import_paramiko()  # here, not in 32 threads at once
     with ThreadPoolExecutor(max_workers=first_wave) as pool:
-        futures = [pool.submit(one, t) for t in targets]
-        if while_waiting is not None:
-            give_up = time.monotonic() + options.connect_timeout_s
-            for _ in range(first_wave):
-                if not started.acquire(timeout=max(0.0, give_up - time.monotonic())):
-                    break
-            while_waiting()
-        return [f.result() for f in futures]
+        try:
+            futures = [pool.submit(one, t) for t in targets]
+            if while_waiting is not None:
+                give_up = time.monotonic() + options.connect_timeout_s
+                for _ in range(first_wave):
+                    if not started.acquire(timeout=max(0.0, give_up - time.monotonic())):
+                        break
+                while_waiting()
+            return [f.result() for f in futures]
+        except BaseException:  # Ctrl-C: the pool's exit waits for its threads, so end them now
+            pool.shutdown(wait=False, cancel_futures=True)
+            _abort(live)
+            raise
 
 
 def collect_host(
@@ -220,6 +228,7 @@ def _run_local(
         # The whole batch ran out of time: stop it and keep what it had already printed. `timeout`
         # puts each probe in a process group of its own, so the whole tree goes, not one group.
         _kill_tree(proc.pid)
+        _kill_session(proc.pid)
         out, _ = proc.communicate()
     stream.feed(out)
     return stream
@@ -237,6 +246,17 @@ def _kill_tree(pid: int) -> None:
     for p in family:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
+
+
+def _kill_session(sid: int) -> None:
+    """Kill what is left of the session `sid` (the batch ran as its leader): a tool's child that escaped
+    the process tree by a double fork is still in it, and holds the output pipe open."""
+    import psutil
+
+    for pid in psutil.pids():
+        with contextlib.suppress(OSError):
+            if pid != os.getpid() and os.getsid(pid) == sid:
+                os.kill(pid, 9)
 
 
 # ---------------------------------------------------------------- SSH
@@ -264,7 +284,39 @@ def _import_paramiko():
             sys.modules["invoke"] = stub
     import paramiko
 
+    _quiet_paramiko_log()
     return paramiko
+
+
+def _quiet_paramiko_log() -> None:
+    """paramiko's transport thread logs a failed handshake with its traceback ("Exception (client): Error
+    reading SSH protocol banner"); with no handler of ours, Python's last-resort handler printed it on
+    stderr. The error reaches the user as the host's `unreachable: <reason>` instead; --debug's handlers
+    on the root logger still get the record."""
+    import logging
+
+    logger = logging.getLogger("paramiko")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+
+
+#: the SSH clients of the fan-out each thread works for (collect sets it), closed at once on Ctrl-C
+_fanout = threading.local()
+
+
+def _track(client, add: bool = True) -> None:
+    """Record (or forget) a client of this thread's fan-out, so an interrupt can close it."""
+    clients = getattr(_fanout, "clients", None)
+    if clients is not None:
+        (clients.add if add else clients.discard)(client)
+
+
+def _abort(clients: set) -> None:
+    """Close every client of an interrupted fan-out: a thread waiting for an SSH banner or a probe's
+    output then returns within paramiko's 0.1 s poll instead of its connect timeout."""
+    for client in list(clients):
+        with contextlib.suppress(Exception):
+            client.close()
 
 _known_hosts_lock = threading.Lock()
 _parsed_lock = threading.Lock()
@@ -415,6 +467,7 @@ def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int 
             raise HostUnreachable(f"cannot reach {where} through ProxyJump {first.strip()}: {exc}") from None
 
     client = paramiko.SSHClient()
+    _track(client)
     known_path = Path(os.path.expanduser(known)) if known else Path.home() / ".ssh" / "known_hosts"
     # Only this host's entries, as paramiko would find them in the user's known_hosts and then the
     # chosen file (where both know a key type, the user's file wins, as in paramiko's own lookup).
@@ -454,8 +507,12 @@ def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int 
     except paramiko.SSHException as exc:
         transport = client.get_transport()
         _close(client, jump_client)
+        waited = time.monotonic() - started
+        if (transport is None or transport.session_id is None) and "banner" in str(exc) and (
+                waited < 0.9 * timeout):
+            raise _closed_before_banner(where, waited) from None
         if (transport is None or transport.session_id is None) and (
-            time.monotonic() - started >= 0.9 * timeout or "banner" in str(exc)
+            waited >= 0.9 * timeout or "banner" in str(exc)
         ):
             # TCP was accepted but the SSH handshake never finished (a stopped or overloaded sshd):
             # paramiko then fails later with "No existing session", which says nothing useful.
@@ -480,6 +537,16 @@ def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int 
     return client
 
 
+def _closed_before_banner(where: str, waited: float) -> HostUnreachable:
+    """The peer accepted TCP and closed it before any SSH banner: not an sshd, or one that turned the
+    connection away (MaxStartups, tcp_wrappers, a firewall that resets after the handshake)."""
+    return HostUnreachable(
+        f"{where} closed the connection after {waited:.2g} s without an SSH banner",
+        hint="something listens on that port but is not answering as sshd: check the port (ssh -v -p PORT "
+        "HOST), sshd's MaxStartups and hosts.allow on the node",
+    )
+
+
 def _config_known_hosts(cfg) -> str | None:
     """The first UserKnownHostsFile of the host's ssh_config entry (`none` counts as unset)."""
     files = cfg.get("userknownhostsfile")
@@ -489,8 +556,10 @@ def _config_known_hosts(cfg) -> str | None:
 
 def _close(client, jump_client) -> None:
     client.close()
+    _track(client, add=False)
     if jump_client is not None:
         jump_client.close()
+        _track(jump_client, add=False)
 
 
 def _left(deadline: float, cap: float) -> float:

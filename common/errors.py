@@ -96,3 +96,41 @@ class TrainingError(AscendReadyError):
     """A training run could not start or had to stop (NaN loss, OOM, failed preflight...)."""
 
     exit_code = ExitCode.FAILED
+
+
+def validation_lines(exc, model: type | None = None) -> list[str]:
+    """A pydantic ValidationError as `field: message` lines (the style every CLI prints); a key the model
+    does not know names the nearest one it does (`model`: the model validated, to find them)."""
+    import difflib
+
+    lines = []
+    for err in exc.errors():
+        loc = tuple(err.get("loc", ()))
+        msg = err["msg"]
+        if err.get("type") == "extra_forbidden" and model is not None and loc:
+            near = difflib.get_close_matches(str(loc[-1]), _fields_at(model, loc[:-1]), n=1, cutoff=0.6)
+            if near:
+                msg += f" (did you mean {near[0]}?)"
+        lines.append(f"{'.'.join(str(p) for p in loc) or '(top)'}: {msg}")
+    return lines
+
+
+def _fields_at(model: type, loc: tuple) -> list[str]:
+    """The field names of the (sub)model `loc` points into: a part that is a field descends into the model
+    its annotation holds (through list/dict/Optional); any other part is a key or index and stays."""
+    import typing
+
+    def inner(annotation):
+        if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+            return annotation
+        for arg in typing.get_args(annotation):
+            found = inner(arg)
+            if found is not None:
+                return found
+        return None
+
+    for part in loc:
+        field = getattr(model, "model_fields", {}).get(part) if isinstance(part, str) else None
+        if field is not None:
+            model = inner(field.annotation) or model
+    return list(getattr(model, "model_fields", {}))

@@ -15,13 +15,30 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ascend_ready.cli_guard import GuardedGroup
+from ascend_ready.cli_guard import GuardedGroup, debug_option
 from ascend_ready.errors import ConfigError, ExitCode, MatrixError
 from ascend_ready.provision.judge import Judgement, judge
 from ascend_ready.provision.matrix import ARCHES, Matrix, load_matrix, matrix_json_schema, version_key
 from ascend_ready.provision.resolver import ResolvedStack, resolve
 
 FORMATS = click.Choice(["table", "json"])
+
+
+class _Version(click.ParamType):
+    """A version as the matrix reads it (8.2.RC1, 2.1.0.post10); refused at the command line, as a usage
+    error naming the option, when it cannot be read."""
+
+    name = "VERSION"
+
+    def convert(self, value, param, ctx):
+        try:
+            version_key(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return value
+
+
+VERSION = _Version()
 
 
 def _console() -> Console:
@@ -40,6 +57,7 @@ def _dump(data: Any) -> None:
 @click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--matrix", "matrix_file", type=click.Path(dir_okay=False), default=None,
               help="Matrix file to use instead of the packaged provision/matrix.yml.")
+@debug_option
 @click.version_option(package_name="ascend-ready", prog_name="ascend-matrix")
 @click.pass_context
 def main(ctx: click.Context, matrix_file: str | None) -> None:
@@ -49,7 +67,7 @@ def main(ctx: click.Context, matrix_file: str | None) -> None:
 
 
 @main.command()
-@click.option("--cann", default=None, help="Show only the stacks of this CANN version.")
+@click.option("--cann", default=None, type=VERSION, help="Show only the stacks of this CANN version.")
 @click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
 @click.pass_context
 def show(ctx: click.Context, cann: str | None, fmt: str) -> None:

@@ -87,7 +87,8 @@ def plan_device_nics(nodes: list[str], device_net: str, *, gateway: str = ".1", 
     if dupes:
         raise ConfigError(f"node(s) listed twice: {', '.join(dupes)}", hint="name each node once")
     if devices < 1:
-        raise ConfigError(f"--devices {devices}: a node has at least one device NIC")
+        raise ConfigError(f"--devices {devices}: a node has at least one device NIC",
+                          hint="give --devices 1 or more (8 on an Atlas 800T A2)")
     per_device = "{dev}" in device_net
     nets = [_network(device_net, d) for d in range(devices)]
     if per_device:

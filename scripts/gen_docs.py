@@ -79,7 +79,7 @@ def render_checks() -> str:
         "",
         GENERATED.format(source="the check registry (checks/suite/) and checks/diagnose/signatures.yml"),
         "",
-        "`ascend-check` runs these checks on every node (`ascend-check list` prints the same).",
+        "`ascend-check` runs these checks on every node (`ascend-check list --tier full` prints the same).",
         "A check is `pass`, `warn` (off but not failing), `fail`, `error` (it could not be judged:",
         "a probe failed or printed what the parser could not read; the report names which) or `skip`",
         "(it does not apply to this node's profile). The evidence in a report is the raw lines the",

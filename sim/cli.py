@@ -21,12 +21,28 @@ log = logging.getLogger("ascend_ready.sim")
 
 
 @click.group(cls=GuardedGroup)
-@click.option("-v", "--verbose", is_flag=True, help="Log debug detail to stderr.")
+@click.option("--debug", is_flag=True, help="Log debug detail to stderr.")
+@click.option("-v", "--verbose", is_flag=True, hidden=True, help="Deprecated spelling of --debug.")
 @click.version_option(package_name="ascend-ready", prog_name="ascend-sim")
-def main(verbose: bool) -> None:
+def main(debug: bool, verbose: bool) -> None:
     """Simulated Ascend NPU cluster: nodes made of Linux namespaces, reachable over real SSH (needs root)."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="ascend-sim: %(message)s",
-                        stream=sys.stderr)
+    if verbose:  # -v meant debug logs here only; everywhere else it is more output, and --debug logs
+        click.echo("warning: ascend-sim -v/--verbose is deprecated; use --debug", err=True)
+    logging.basicConfig(level=logging.DEBUG if debug or verbose else logging.INFO,
+                        format="ascend-sim: %(message)s", stream=sys.stderr)
+
+
+def _subnet(value: str | None, param, ctx) -> str | None:
+    """--subnet read as a network before anything is locked or built (a usage error, exit 2)."""
+    import ipaddress
+
+    if value is None:
+        return None
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError as exc:
+        raise click.BadParameter(f"{exc} (e.g. 10.252.15.0/24)", ctx=ctx, param=param) from None
+    return value
 
 
 @main.command()
@@ -34,7 +50,7 @@ def main(verbose: bool) -> None:
 @click.option("--profile", "profile_spec", default=None, metavar="P[,P...]",
               help="Node profile(s) <hardware>-<os>, cycled over the nodes (default: "
                    f"{profiles.default_profile()}). See `ascend-sim profiles`.")
-@click.option("--subnet", default=None,
+@click.option("--subnet", default=None, callback=lambda ctx, param, value: _subnet(value, param, ctx),
               help="Private IPv4 subnet (default: $ASCEND_SIM_SUBNET or 10.251.0.0/24).")
 def up(count: int, profile_spec: str | None, subnet: str | None) -> None:
     """Start COUNT nodes (builds the cached base image first if needed)."""

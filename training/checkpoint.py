@@ -117,3 +117,67 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
     if "npu" in state and hasattr(torch, "npu") and torch.npu.is_available():
         torch.npu.set_rng_state_all(state["npu"])
+
+
+#: config keys a checkpoint's tensors and optimizer state depend on: resuming with others cannot load it
+SHAPE_KEYS: tuple[str, ...] = ("model.path", "model.tiny", "model.lora", "model.reward_model_path",
+                               "distributed.zero_stage")
+
+
+def check_resume(root: Path, algo: str, config_json: dict) -> int:
+    """The step `--resume` continues from: the newest committed checkpoint under `root`, checked before
+    anything is written. ConfigError (exit 2) when there is none, when it is another algorithm's, when the
+    model or sharding of the config differ from the checkpoint's (naming both), or when max_steps is below
+    its step (the run would train past the budget it was given)."""
+    from ascend_ready.errors import ConfigError
+
+    latest = latest_checkpoint(root)
+    if latest is None:
+        raise ConfigError(f"--resume: no committed checkpoint under {root}",
+                          hint="drop --resume to start a new run, or give the run's -o/--output-dir")
+    try:
+        marker = read_marker(latest)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--resume: cannot read {latest / MARKER}: {exc}",
+                          hint="resume from another run directory, or drop --resume") from None
+    step, was = int(marker.get("step", 0)), marker.get("algo")
+    if was and was != algo:
+        raise ConfigError(f"--resume: {latest} is a {was} checkpoint (step {step}); this is {algo}",
+                          hint=f"resume it with `ascend-train {was} ... --resume`, or give {algo} a new "
+                          "-o/--output-dir")
+    then = marker.get("config") or {}
+    changed = [f"{key} was {a!r}, is now {b!r}" for key, a, b in _differences(then, config_json, SHAPE_KEYS)]
+    if changed:
+        raise ConfigError(f"--resume: the config does not match {latest}'s: " + "; ".join(changed[:6])
+                          + (f"; and {len(changed) - 6} more" if len(changed) > 6 else ""),
+                          hint=f"resume with the config the run was started with "
+                          f"({root.parent}/config.yaml), or start a new run in another -o/--output-dir")
+    max_steps = int(config_json.get("max_steps", 0))
+    if max_steps < step:
+        raise ConfigError(f"--resume: max_steps={max_steps} is below the checkpoint's step {step} ({latest})",
+                          hint=f"give max_steps={step + 1} or more to train on from step {step}, "
+                          "or drop --resume to start a new run elsewhere")
+    return step
+
+
+def _differences(then: dict, now: dict, keys) -> list[tuple[str, object, object]]:
+    """(dotted key, value then, value now) of the leaves under `keys` that differ; a key the checkpoint's
+    config does not hold (an older version's) is not compared."""
+    out = []
+
+    def walk(prefix: str, a, b):
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b)):
+                walk(f"{prefix}.{key}", a.get(key), b.get(key))
+        elif a != b:
+            out.append((prefix, a, b))
+
+    for key in keys:
+        a, b, present = then, now, True
+        for part in key.split("."):
+            present = isinstance(a, dict) and part in a
+            a = a.get(part) if isinstance(a, dict) else None
+            b = b.get(part) if isinstance(b, dict) else None
+        if present:
+            walk(key, a, b)
+    return out

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from ascend_ready.cli_guard import GuardedGroup
+from ascend_ready.cli_guard import GuardedGroup, debug_option
 from ascend_ready.errors import ConfigError
 from ascend_ready.training import launch as launch_mod
 from ascend_ready.training.config import TrainConfig, dump_config, load_config
@@ -47,7 +47,10 @@ def _apply_flags(cfg: TrainConfig, opts: dict) -> TrainConfig:
     for key in ("nnodes", "nproc_per_node", "node_rank", "master_addr", "master_port", "device"):
         if opts.get(key) is not None:
             setattr(la, key, opts[key])
-    if opts.get("hosts"):
+    if opts.get("hosts") is not None:  # --hosts '' is refused (parse_hosts), never "this node"
+        from ascend_ready.checks.inventory import parse_hosts
+
+        parse_hosts(opts["hosts"])
         pf.hosts = [h for h in opts["hosts"].split(",") if h]
     if opts.get("inventory"):
         pf.inventory = opts["inventory"]
@@ -112,12 +115,19 @@ def _launch(
         # The plan first: a job that cannot fit is refused whatever else is wrong (it needs no files).
         _plan_gate(algo, cfg, engine)
         _check_inputs(cfg, out, here=engine == "trl" and not across_nodes)
+        if resume and engine == "trl":  # before the preflight and before config.yaml is written
+            from ascend_ready.training.checkpoint import check_resume
+            from ascend_ready.training.trl_glue import CHECKPOINT_DIR
+
+            step = check_resume(out / CHECKPOINT_DIR, algo, cfg.model_dump(mode="json"))
+            click.echo(f"resume: from step {step} of {out / CHECKPOINT_DIR}", err=True)
     if engine == "verl" and not across_nodes:  # across nodes: a Ray cluster, _launch_across_nodes
         from ascend_ready.training import verl_glue
 
         _report(out.absolute(), verl_glue.launch(algo, cfg, out, skip_preflight=skip_preflight,
                                                  dry_run=bool(opts.get("dry_run")),
-                                                 log=lambda msg: click.echo(msg, err=True)))
+                                                 log=lambda msg: click.echo(msg, err=True),
+                                                 waive=tuple(opts.get("waive") or ())))
         return
     if not worker and across_nodes:
         _report(out.absolute(), _launch_across_nodes(algo, cfg, out, resume, skip_preflight, opts))
@@ -128,7 +138,8 @@ def _launch(
                               hint="pass --launch-spec FILE, -i INVENTORY or --hosts")
     if not worker:
         pf = cfg.preflight
-        gate(pf.command, pf.hosts, pf.inventory, pf.timeout_s, skip_preflight)
+        gate(pf.command, pf.hosts, pf.inventory, pf.timeout_s, skip_preflight,
+             log=lambda msg: click.echo(msg, err=True), waive=tuple(opts.get("waive") or ()))
         out.mkdir(parents=True, exist_ok=True)
         (out / RESOLVED_CONFIG).write_text(dump_config(cfg))
         env = launch_mod.hccl_env(cfg.launch)
@@ -212,7 +223,8 @@ def _launch_across_nodes(algo: str, cfg: TrainConfig, out: Path, resume: bool, s
                            connect_timeout_s=opts.get("connect_timeout") or 10.0)
     options = multinode.LaunchOptions(
         launch_spec=opts.get("launch_spec"), inventory=pf.inventory, hosts=list(pf.hosts),
-        skip_preflight=skip_preflight, dry_run=bool(opts.get("dry_run")), python=opts.get("python"),
+        skip_preflight=skip_preflight, waive=tuple(opts.get("waive") or ()),
+        dry_run=bool(opts.get("dry_run")), python=opts.get("python"),
         set_env=opts.get("set_env") or multinode.DEFAULT_SET_ENV, numa_bind=not opts.get("no_numa_bind"),
         profile_steps=multinode.parse_profile_steps(opts.get("profile_steps")),
         master_addr=opts.get("master_addr"), master_port=opts.get("master_port"),
@@ -266,13 +278,20 @@ def _algo_command(algo: str, help_text: str):
     @click.option(
         "--skip-preflight", is_flag=True, help="Start without validating the nodes (logged loudly)."
     )
-    @click.option("--nnodes", type=int, help="Nodes in the job.")
     @click.option(
-        "--nproc-per-node", type=int, help="Processes (devices) per node; >1 in total starts torchrun."
+        "--waive", multiple=True, metavar="CHECK",
+        help="Start although the preflight or launch spec did not judge CHECK, one the profile requires for "
+        "training (repeatable; printed at the launch). --skip-preflight bypasses the whole gate.",
     )
-    @click.option("--node-rank", type=int, help="This node's rank.")
+    @click.option("--nodes", "--nnodes", "nnodes", type=click.IntRange(min=1),
+                  help="Nodes in the job (--nnodes: the same, torchrun's spelling).")
+    @click.option(
+        "--nproc-per-node", type=click.IntRange(min=1),
+        help="Processes (devices) per node; >1 in total starts torchrun.",
+    )
+    @click.option("--node-rank", type=click.IntRange(min=0), help="This node's rank (0 is the master).")
     @click.option("--master-addr", help="Address of node 0.")
-    @click.option("--master-port", type=int, help="Rendezvous port on node 0.")
+    @click.option("--master-port", type=click.IntRange(1, 65535), help="Rendezvous port on node 0.")
     @click.option("--device", type=click.Choice(["auto", "npu", "cuda", "cpu"]), help="Force a device kind.")
     @click.option("--engine", type=click.Choice(["trl", "verl"]), default="trl",
                   help="trl: our entrypoints under torchrun; verl (grpo, ppo): verl's trainer (Ray).")
@@ -296,7 +315,8 @@ def _algo_command(algo: str, help_text: str):
     @click.option("--profile-steps", metavar="A:B", help="Profiler trace of steps A..B on every rank.")
     @click.option("--ssh-config", type=click.Path(dir_okay=False), help="ssh_config for reaching the nodes.")
     @click.option("--known-hosts", type=click.Path(dir_okay=False), help="known_hosts of the nodes.")
-    @click.option("--connect-timeout", type=float, help="Seconds to wait for each SSH connection [10].")
+    @click.option("--connect-timeout", type=click.FloatRange(0.1, 600),
+                  help="Seconds to wait for each SSH connection [10].")
     @click.option("--join-timeout", type=click.FloatRange(min=1),
                   help="--engine verl: seconds for every node to join the Ray cluster [120].")
     @click.argument("overrides", nargs=-1)
@@ -315,6 +335,7 @@ def _algo_command(algo: str, help_text: str):
     help="Train with GRPO, PPO, SFT or a reward model, after a passing ascend-check preflight.\n\n"
     "OVERRIDES are key=value pairs over the config, e.g. max_steps=20 grpo.beta=0.01.",
 )
+@debug_option
 @click.version_option(package_name="ascend-ready", prog_name="ascend-train")
 def main() -> None:
     pass
@@ -330,20 +351,24 @@ main.add_command(_algo_command("rm", "Reward-model training on chosen/rejected p
 @click.option("--config", "-c", required=True, help="YAML file, or a bundled config name.")
 @click.option("--algorithm", "-a", type=click.Choice(ALGOS), default="grpo")
 @click.option("--engine", type=click.Choice(["trl", "verl"]), default="trl")
-@click.option("--nodes", type=int, help="Nodes to plan for [default: launch.nnodes].")
+@click.option("--nodes", "--nnodes", "nodes", type=click.IntRange(min=1),
+              help="Nodes to plan for [default: launch.nnodes].")
 @click.option("--profile", help="Hardware profile name or file [default: atlas-800t-a2].")
 @click.option("--strategy", type=click.Choice(["zero", "fsdp", "megatron"]),
               help="Sharding [default: zero for trl; fsdp for verl, megatron with --tp/--pp/--ep].")
-@click.option("--tp", type=int, help="Tensor parallel size (megatron) [default: "
+@click.option("--tp", type=click.IntRange(min=1), help="Tensor parallel size (megatron) [default: "
               "distributed.tensor_parallel].")
-@click.option("--pp", type=int, help="Pipeline parallel size (megatron) [default: "
+@click.option("--pp", type=click.IntRange(min=1), help="Pipeline parallel size (megatron) [default: "
               "distributed.pipeline_parallel].")
-@click.option("--ep", type=int, help="Expert parallel size (megatron, MoE) [default: "
+@click.option("--ep", type=click.IntRange(min=1), help="Expert parallel size (megatron, MoE) [default: "
               "distributed.expert_parallel].")
-@click.option("--rollout-tp", type=int, help="Rollout tensor parallel size [default: smallest that fits].")
+@click.option("--rollout-tp", type=click.IntRange(min=1),
+              help="Rollout tensor parallel size [default: smallest that fits].")
 @click.option("--model-config", type=click.Path(dir_okay=False), help="The model's config.json.")
-@click.option("--hbm-gb", type=float, help="Device memory in GB, instead of the profile's.")
-@click.option("--host-ram-gb", type=float, help="Host RAM per node in GB, for offloaded states.")
+@click.option("--hbm-gb", type=click.FloatRange(min=0, min_open=True),
+              help="Device memory in GB, instead of the profile's.")
+@click.option("--host-ram-gb", type=click.FloatRange(min=0, min_open=True),
+              help="Host RAM per node in GB, for offloaded states.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @click.argument("overrides", nargs=-1)
 def plan_cmd(config: str, algorithm: str, engine: str, fmt: str, overrides: tuple[str, ...], **kw) -> None:

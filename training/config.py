@@ -347,7 +347,9 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
         if child is None:
             child = node[key] = {}
         if not isinstance(child, dict):
-            raise ConfigError(f"override {dotted}: '{key}' is not a section")
+            raise ConfigError(f"override {dotted}: '{key}' is not a section",
+                              hint="set a field of the section instead, e.g. model.tiny.hidden_size=64 "
+                              "(ascend-train schema)")
         node = child
     node[keys[-1]] = value
 
@@ -392,7 +394,9 @@ def resolve_config_path(name: str | os.PathLike) -> Path:
 
 
 def format_validation_error(exc: ValidationError) -> str:
-    return "\n".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors())
+    from ascend_ready.errors import validation_lines
+
+    return "\n".join(validation_lines(exc, TrainConfig))
 
 
 def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
@@ -412,7 +416,9 @@ def load_config(path: str | os.PathLike | None, overrides: list[str] | tuple[str
             raise ConfigError(f"cannot read config {file}: {exc.strerror or exc}",
                               hint="give a readable YAML file or a bundled name such as tiny") from None
         if not isinstance(tree, dict):
-            raise ConfigError(f"{file}: the top level must be a mapping")
+            raise ConfigError(f"{file}: the top level must be a mapping",
+                              hint="write the config as a YAML mapping of fields "
+                              "(ascend-train schema lists them)")
     for key, value in parse_overrides(overrides):
         _set_dotted(tree, key, value)
     try:

@@ -40,8 +40,6 @@ def route_nic(master_addr: str, ip: Callable[..., str | None] | None = None) -> 
     import ipaddress
     import socket
 
-    from ascend_ready.checks.parsers.ip_route import nic_toward, parse_ip_addr, parse_ip_route_get
-
     ip = ip or _ip
     try:
         address = socket.gethostbyname(master_addr)  # as torchrun resolves it
@@ -49,6 +47,25 @@ def route_nic(master_addr: str, ip: Callable[..., str | None] | None = None) -> 
         return None
     if ipaddress.ip_address(address).is_loopback:
         return None
+    return _nic_toward(address, ip)
+
+
+def default_route_nic(ip: Callable[..., str | None] | None = None) -> str | None:
+    """The NIC of the default route: the route to its gateway, as the multi-node path picks a NIC toward
+    the master (nic_toward), or the NIC a gateway-less default route names; None without one or ip."""
+    ip = ip or _ip
+    for line in (ip("route", "show", "default") or "").splitlines():
+        words = line.split()
+        if "via" in words[:-1]:
+            return _nic_toward(words[words.index("via") + 1], ip)
+        if "dev" in words[:-1]:
+            return words[words.index("dev") + 1]
+    return None
+
+
+def _nic_toward(address: str, ip: Callable[..., str | None]) -> str | None:
+    from ascend_ready.checks.parsers.ip_route import nic_toward, parse_ip_addr, parse_ip_route_get
+
     route_text = ip("route", "get", address)
     if route_text is None:
         return None
@@ -58,10 +75,13 @@ def route_nic(master_addr: str, ip: Callable[..., str | None] | None = None) -> 
     return toward[0] if toward else None
 
 
-def detect_host_nic(master_addr: str | None = None) -> str | None:
-    """The NIC with the route to `master_addr` (route_nic); else the first up non-loopback NIC by name that
-    is no container network or bridge (`cni0`, `docker0`, `br-...`)."""
-    nic = route_nic(master_addr) if master_addr else None
+def detect_host_nic(master_addr: str | None = None,
+                    ip: Callable[..., str | None] | None = None) -> str | None:
+    """The NIC with the route to `master_addr` (route_nic); for a loopback master (one node), the NIC with
+    the default route; else the first up non-loopback NIC by name that is no container network or bridge
+    (`cni0`, `docker0`, `br-...`)."""
+    nic = route_nic(master_addr, ip) if master_addr else None
+    nic = nic or default_route_nic(ip)
     if nic:
         return nic
     try:

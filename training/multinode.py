@@ -42,7 +42,7 @@ from ascend_ready.training import node_files, node_probe, numa, worker_hooks
 from ascend_ready.training.config import TrainConfig, dump_config
 from ascend_ready.training.node_files import LOGS_DIR, PROFILE_DIR
 from ascend_ready.training.node_probe import NodeFacts
-from ascend_ready.training.remote import GRACE_S, JobResult, open_sessions, root_cause, run_job
+from ascend_ready.training.remote import GRACE_S, JobResult, open_sessions, root_cause, run_job, same_failure
 
 __all__ = [
     "HostPlan",
@@ -70,6 +70,8 @@ class LaunchOptions:
     inventory: str | None = None
     hosts: Sequence[str] = ()
     skip_preflight: bool = False
+    #: checks training may start without judged (--waive), on top of those the spec waives
+    waive: Sequence[str] = ()
     dry_run: bool = False
     python: str | None = None
     set_env: str = DEFAULT_SET_ENV
@@ -415,12 +417,15 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         lost = {o.name for o in result.nodes if o.lost}
         node_files.fetch_plogs([targets[h.name] for h in plan.hosts if h.name not in lost], plan.log_dir,
                                opts)
+        # known signatures in the logs, each <host>.log read as that node's
         opts.log(launch_mod.explain_failure([plan.log_dir], [h.name for h in plan.hosts]).rstrip("\n"))
-        cause = root_cause(result.nodes)
+        cause, same = root_cause(result.nodes), same_failure(result.nodes)
         others = [o.name for o in result.nodes if o is not cause]
         raise TrainingError(
-            f"the job failed on {cause.name}: {cause.lost or cause.error or f'exit code {cause.rc}'}"
-            + (f"; stopped on {', '.join(others)}" if others else "") + "\n" + _summary(result),
+            (f"the job failed the same way on every node ({', '.join(o.name for o in result.nodes)}): {same}"
+             if same else
+             f"the job failed on {cause.name}: {cause.lost or cause.error or f'exit code {cause.rc}'}"
+             + (f"; stopped on {', '.join(others)}" if others else "")) + "\n" + _summary(result),
             hint=f"logs: {plan.log_dir}/<host>.log; fix the cause, then run the same command with --resume "
             "to continue from the last checkpoint on every node",
         )

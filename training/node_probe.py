@@ -104,6 +104,10 @@ def _targets_and_spec(cfg: TrainConfig, opts: LaunchOptions) -> tuple[LaunchSpec
     if opts.launch_spec:
         spec = load_launch_spec(opts.launch_spec)
         spec.usable()  # stale or hopeless: refused before any SSH session opens
+        if not opts.skip_preflight:  # --skip-preflight is the whole bypass; else a narrowed spec is refused
+            for check_id in spec.require_covered(opts.waive):
+                by = "--waive" if check_id in opts.waive else "waived by the preflight's --waive"
+                opts.log(f"launch spec: WAIVED {check_id} ({by}): training starts without it judged")
         by_name = {t.name: t for t in _inventory_targets(opts)}
         return spec, {n: by_name.get(n) or h.target(n) for n, h in spec.hosts.items()}, False
     if not (opts.inventory or opts.hosts):
@@ -124,6 +128,7 @@ def _preflight_report(cfg: TrainConfig, opts: LaunchOptions):
     result = preflight.run_preflight(opts.preflight_command, list(opts.hosts), opts.inventory,
                                      opts.preflight_timeout_s)
     report = preflight.require_pass(result)
+    preflight.require_covered(report, opts.waive, opts.log)
     opts.log("preflight: passed")
     return report
 

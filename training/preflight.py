@@ -111,15 +111,33 @@ def gate(
     timeout_s: int,
     skip: bool,
     log=lambda msg: print(msg, file=sys.stderr),
+    waive: tuple[str, ...] | list[str] = (),
 ) -> None:
-    """Return if training may start; raise TrainingError (exit 1) with the failures otherwise."""
+    """Return if training may start; raise TrainingError (exit 1) with the failures otherwise, and
+    LaunchSpecRefused (exit 1) when the preflight did not judge a check training needs (`waive`: those
+    the operator lets go, printed)."""
     if skip:
         log(SKIP_BANNER)
         return
     where = f"inventory {inventory}" if inventory else (", ".join(hosts) if hosts else "the local node")
     log(f"preflight: ascend-check on {where}")
-    require_pass(run_preflight(command, hosts, inventory, timeout_s))
+    report = require_pass(run_preflight(command, hosts, inventory, timeout_s))
+    require_covered(report, waive, log)
     log("preflight: passed")
+
+
+def require_covered(report: Report, waive, log) -> None:
+    """Refuse unless `report` judged, on every host it reached, each check the host's profile requires for
+    training (less `waive`, each printed): a preflight narrowed by --select/--skip or a preflight.command
+    of its own never authorises a launch."""
+    from ascend_ready.checks.cluster.launchspec import narrowing
+    from ascend_ready.checks.cluster.launchspec import require_covered as refuse_uncovered
+
+    for check_id in sorted(set(waive)):
+        log(f"preflight: WAIVED {check_id} (--waive): training starts without it judged")
+    hosts = {h.name: (report.judged(h.name), h.training_checks) for h in report.hosts if h.reachable}
+    refuse_uncovered(hosts, list(waive), "the preflight",
+                     narrowed=narrowing(report.tier, report.select, report.skip, report.schema_version))
 
 
 def require_pass(result: PreflightResult) -> Report:

@@ -393,6 +393,18 @@ def root_cause(outcomes: Sequence[NodeOutcome]) -> NodeOutcome | None:
     return min(failed, key=rank)
 
 
+def same_failure(outcomes: Sequence[NodeOutcome]) -> str | None:
+    """The error every node of a job of two or more printed, when it is the same on all of them (each
+    lacks the same module, say): then no node started it, and blaming the first to exit would mislead.
+    Rank prefixes (`[rank3]: `) do not count as a difference."""
+    import re
+
+    errors = {re.sub(r"^\[rank\d+\]:\s*", "", o.error) if o.error else None for o in outcomes}
+    if len(outcomes) < 2 or len(errors) != 1 or None in errors:
+        return None
+    return errors.pop()
+
+
 def run_job(commands: Mapping[str, str], sessions: Mapping[str, Session], log_dir: Path, *,
             echo: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> JobResult:
     """Start each node's command (host -> the command its session runs: the node guard, see

@@ -97,8 +97,9 @@ def ensure_tiny_model(cfg: Any, out: Path) -> Path | None:
 def launch(algorithm: str, cfg: Any, out: Path, *, skip_preflight: bool = False, dry_run: bool = False,
            log: Callable[[str], None] = print, cluster: Any | None = None,
            run: Callable[[str, str, float], tuple[int, str]] | None = None,
-           fingerprints: dict[str, dict[str, str | None]] | None = None) -> dict:
-    """Validate everything here, gate on the preflight, then run verl's trainer with the overrides.
+           fingerprints: dict[str, dict[str, str | None]] | None = None, waive: tuple[str, ...] = ()) -> dict:
+    """Validate everything here, gate on the preflight (`waive`: checks it may leave unjudged), then run
+    verl's trainer with the overrides.
 
     With `fingerprints` (node -> cann/torch/torch_npu as read), a fleet verl does not support is refused
     first (provision.engines.check_engine_fleet). With `cluster` (training.ray_cluster.RayCluster) and
@@ -119,7 +120,7 @@ def launch(algorithm: str, cfg: Any, out: Path, *, skip_preflight: bool = False,
         log("launch: " + " ".join(cmd))
         return {"output_dir": str(out), "dry_run": True, "overrides": overrides}
     pf = cfg.preflight
-    gate(pf.command, pf.hosts, pf.inventory, pf.timeout_s, skip_preflight)
+    gate(pf.command, pf.hosts, pf.inventory, pf.timeout_s, skip_preflight, log=log, waive=waive)
     ensure_tiny_model(cfg, out)
     env = None
     if cluster is not None and run is not None:

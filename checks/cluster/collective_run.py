@@ -170,7 +170,7 @@ def run_collective(
     from ascend_ready.training.config import HcclConfig, LaunchConfig
     from ascend_ready.training.multinode import HostPlan, JobPlan, remote_command
     from ascend_ready.training.node_probe import NodeFacts
-    from ascend_ready.training.remote import open_sessions, root_cause, run_job
+    from ascend_ready.training.remote import open_sessions, root_cause, run_job, same_failure
 
     started = time.monotonic()
     names = [t.name for t in targets]
@@ -240,8 +240,12 @@ def run_collective(
         logs = {t.name: (Path(tmp) / f"{t.name}.log").read_text(errors="replace")
                 if (Path(tmp) / f"{t.name}.log").is_file() else "" for t in ready}
     cause = None if result.ok else root_cause(result.nodes)
+    same = None if result.ok else same_failure(result.nodes)
     for outcome in result.nodes:
         text = logs[outcome.name]
+        if same is not None:  # every node failed alike: none of them is the cause
+            rec.errors[outcome.name] = f"the worker failed the same way on every node: {same}" + _tail(text)
+            continue
         if cause is not None:
             why = cause.lost or cause.error or f"exit code {cause.rc}"
             own = f"the worker failed on {cause.name}: {why}" + _tail(logs[cause.name])

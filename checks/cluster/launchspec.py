@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
 from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
 
@@ -28,10 +28,16 @@ __all__ = [
     "LaunchSpecRefused",
     "healthy_devices",
     "load_launch_spec",
+    "require_covered",
     "spec_from_report",
 ]
 
-LAUNCH_SPEC_SCHEMA_VERSION = 1
+#: 2: what the preflight covered (select, skip, selected_checks; per host judged_checks and training_checks),
+#: the waived checks and a content digest. Every version in READ_VERSIONS still reads.
+LAUNCH_SPEC_SCHEMA_VERSION = 2
+READ_VERSIONS: tuple[int, ...] = (1, 2)
+#: a created_at this far ahead of the controller's clock is refused (two clocks a little apart are not)
+CLOCK_SKEW_S = 300
 Verdict = Literal["pass", "warn", "fail", "error", "unreachable"]
 #: verdicts a host may carry and still be started
 STARTABLE: tuple[str, ...] = ("pass", "warn")
@@ -76,6 +82,12 @@ class LaunchSpecHost(_Model):
     python: str | None = Field(
         None, description="the training venv's interpreter on the node, where the inventory names one"
     )
+    judged_checks: list[str] | None = Field(
+        None, description="ids of the checks the preflight judged on this host (None: schema 1, not recorded)"
+    )
+    training_checks: list[str] | None = Field(
+        None, description="the checks this host's profile requires judged before training (None: schema 1)"
+    )
 
     @property
     def startable(self) -> bool:
@@ -105,6 +117,35 @@ class LaunchSpec(_Model):
     checked: bool = Field(
         True, description="False: made without a preflight (--skip-preflight); no host was validated"
     )
+    select: list[str] = Field(default_factory=list, description="the preflight's --select globs (empty: all)")
+    skip: list[str] = Field(default_factory=list, description="the preflight's --skip globs")
+    selected_checks: list[str] | None = Field(
+        None, description="ids of the checks the preflight's tier and selection chose (None: schema 1)"
+    )
+    waived: list[str] = Field(
+        default_factory=list, description="checks the operator waived (ascend-check --waive): a launch does "
+        "not require them judged, and prints them"
+    )
+    digest: str | None = Field(
+        None, description="sha256 of the spec's content as ascend-check wrote it: a spec edited by hand is "
+        "refused (schema 2 on; set on every write)"
+    )
+
+    @model_serializer(mode="wrap")
+    def _with_digest(self, handler, info):
+        data = handler(self)
+        if isinstance(data, dict) and self.schema_version >= 2 and not (info.context or {}).get("bare"):
+            data["digest"] = self.content_digest()
+        return data
+
+    def content_digest(self) -> str:
+        """sha256 of everything but the digest, as JSON with sorted keys (what a write records)."""
+        import hashlib
+        import json
+
+        body = self.model_dump(mode="json", exclude={"digest"}, context={"bare": True})
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
     @property
     def expires_at(self) -> datetime:
@@ -116,6 +157,14 @@ class LaunchSpec(_Model):
     def usable(self, now: datetime | None = None) -> dict[str, LaunchSpecHost]:
         """The hosts to start on; LaunchSpecRefused when the spec is stale or no host may start."""
         now = now or datetime.now(UTC)
+        if self.created_at - now > timedelta(seconds=CLOCK_SKEW_S):
+            raise LaunchSpecRefused(
+                f"the launch spec says it was made at {self.created_at.isoformat(timespec='seconds')}, "
+                f"{int((self.created_at - now).total_seconds())} s after this controller's clock "
+                f"({now.isoformat(timespec='seconds')})",
+                hint="check the clocks (date -u here and where ascend-check ran), then make the spec again: "
+                "ascend-check -i INVENTORY --launch-spec FILE",
+            )
         if now > self.expires_at:
             age = int((now - self.created_at).total_seconds())
             raise LaunchSpecRefused(
@@ -136,6 +185,16 @@ class LaunchSpec(_Model):
                                     hint="make the spec again, or name another --master")
         return hosts
 
+    def require_covered(self, waive: Sequence[str] = ()) -> list[str]:
+        """Refuse (LaunchSpecRefused) unless the preflight judged, on every host to start, each check the
+        host's profile requires for training, less the waived ones; the waived checks, for the launch to
+        print. A schema-1 spec recorded no coverage: it is refused as not judged."""
+        waived = sorted({*self.waived, *waive})
+        require_covered({n: (set(h.judged_checks or ()), h.training_checks)
+                         for n, h in self.startable_hosts().items()}, waived, "the launch spec's preflight",
+                        narrowed=narrowing(self.tier, self.select, self.skip, self.schema_version))
+        return waived
+
     def check_versions(self, current: Mapping[str, Mapping[str, str]]) -> None:
         """Refuse when a node's fingerprint (read again now) differs from the one the spec recorded."""
         changed = []
@@ -152,6 +211,37 @@ class LaunchSpec(_Model):
                                     hint="run the preflight again to make a spec of the nodes as they are")
 
 
+def narrowing(tier: str, select: Sequence[str], skip: Sequence[str], schema_version: int) -> str:
+    """How the preflight was narrowed, in its own flags (empty: it was not)."""
+    if schema_version < 2:
+        return "made by an ascend-check that did not record what it judged: schema 1"
+    flags = [f"--select {g!r}" for g in select] + [f"--skip {g!r}" for g in skip]
+    return " ".join([f"--tier {tier}", *flags]) if flags else ""
+
+
+def require_covered(hosts: Mapping[str, tuple[set[str], Sequence[str] | None]], waived: Sequence[str],
+                    what: str, *, narrowed: str = "") -> None:
+    """Refuse (LaunchSpecRefused, exit 1) when `what` did not judge, on some host of `hosts` (name ->
+    (ids judged there, ids its profile requires for training; None: the default profile's)), a required
+    check that is not `waived`, naming the checks per host (hosts missing the same ones share a line)."""
+    from ascend_ready.checks.profile import TRAINING_CHECKS
+
+    missing: dict[tuple[str, ...], list[str]] = {}
+    for name, (judged, required) in sorted(hosts.items()):
+        gap = tuple(sorted(set(TRAINING_CHECKS if required is None else required) - judged - set(waived)))
+        if gap:
+            missing.setdefault(gap, []).append(name)
+    if not missing:
+        return
+    lines = "; ".join(f"{', '.join(names)}: {', '.join(gap)}" for gap, names in missing.items())
+    raise LaunchSpecRefused(
+        f"{what} did not judge every check training needs{f' ({narrowed})' if narrowed else ''}; "
+        f"not judged on {lines}",
+        hint="run the whole preflight (ascend-check -i INVENTORY --launch-spec FILE, no --select/--skip), "
+        "or waive what you must: --waive CHECK (repeatable); --skip-preflight starts with no gate at all",
+    )
+
+
 def load_launch_spec(path: str | Path) -> LaunchSpec:
     """Read and validate a launch spec; a missing, unreadable or malformed file is a ConfigError (exit 2)."""
     path = Path(path)
@@ -165,17 +255,37 @@ def load_launch_spec(path: str | Path) -> LaunchSpec:
     except UnicodeDecodeError:
         raise ConfigError(f"the launch spec {path} is not UTF-8 text",
                           hint="pass the JSON file `ascend-check --launch-spec FILE` wrote") from None
+    remake = "make it again: ascend-check -i INVENTORY --launch-spec FILE"
+    version = _schema_version(text)
+    if version not in READ_VERSIONS:
+        newer = isinstance(version, int) and version > LAUNCH_SPEC_SCHEMA_VERSION
+        raise ConfigError(f"the launch spec {path} has schema version {version!r}; this ascend-ready reads "
+                          f"{', '.join(map(str, READ_VERSIONS))}",
+                          hint=("upgrade ascend-ready on the controller, or " if newer else "") + remake)
     try:
         spec = LaunchSpec.model_validate_json(text)
     except ValidationError as exc:
-        lines = [f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors()[:8]]
-        raise ConfigError(f"the launch spec {path} is not valid:\n  " + "\n  ".join(lines),
-                          hint="make it again with this version of ascend-check") from None
-    if spec.schema_version > LAUNCH_SPEC_SCHEMA_VERSION:
-        raise ConfigError(f"the launch spec {path} has schema version {spec.schema_version}; "
-                          f"this ascend-ready reads up to {LAUNCH_SPEC_SCHEMA_VERSION}",
-                          hint="upgrade ascend-ready on the controller")
+        from ascend_ready.errors import validation_lines
+
+        raise ConfigError(f"the launch spec {path} is not valid:\n  "
+                          + "\n  ".join(validation_lines(exc, LaunchSpec)[:8]), hint=remake) from None
+    if spec.schema_version >= 2 and spec.digest != spec.content_digest():
+        raise LaunchSpecRefused(
+            f"the launch spec {path} was changed after ascend-check wrote it "
+            f"({'no digest' if spec.digest is None else 'its content digest does not match'})",
+            hint=remake + " (a spec edited by hand is never trusted; --skip-preflight starts with no gate)")
     return spec
+
+
+def _schema_version(text: str) -> object:
+    """The file's schema_version as written (1 where absent: the first version had the default)."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return LAUNCH_SPEC_SCHEMA_VERSION  # not JSON: validation says so, naming the place
+    return data.get("schema_version", 1) if isinstance(data, dict) else LAUNCH_SPEC_SCHEMA_VERSION
 
 
 #: verdict of a host, worst last: unreachable beats every check result
@@ -195,6 +305,7 @@ def spec_from_report(
     training: Mapping[str, tuple[str | None, str | None]] | None = None,
     valid_s: int = 3600,
     profile: str | None = None,
+    waived: Sequence[str] = (),
 ) -> LaunchSpec:
     """The launch spec of `targets` as the preflight `report` judged them (None: not judged, made for
     --skip-preflight: every reachable host is `warn` and the spec says `checked: false`).
@@ -243,12 +354,18 @@ def spec_from_report(
             nic=nic, ip=ip, fingerprint=dict(fingerprints.get(t.name, {})), ssh_port=t.port,
             ssh_user=t.user, ssh_key_file=t.key_file, known_hosts_file=t.known_hosts_file,
             proxy_jump=t.proxy_jump, training_user=user, python=python,
+            judged_checks=sorted(report.judged(t.name)) if report is not None else None,
+            training_checks=status.training_checks if status is not None else None,
         )
     return LaunchSpec(
         tool_version=report.tool_version if report is not None else "",
         valid_s=valid_s, profile=profile or (report.profile if report is not None else None) or None,
         tier=report.tier if report is not None else "quick", master_addr=master_addr,
         master_port=master_port, hosts=hosts, checked=report is not None,
+        select=list(report.select) if report is not None else [],
+        skip=list(report.skip) if report is not None else [],
+        selected_checks=report.selected_checks if report is not None else None,
+        waived=sorted(set(waived)),
     )
 
 
@@ -321,7 +438,7 @@ def current_fingerprints(targets: Sequence[Target], fanout, profiles: Mapping[st
 
 
 def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout, *,
-                     valid_s: int = 3600, master_port: int = 29500,
+                     valid_s: int = 3600, master_port: int = 29500, waived: Sequence[str] = (),
                      note: Callable[[str], None] = lambda line: None) -> LaunchSpec:
     """The launch spec `ascend-check --launch-spec FILE` writes after a live run: per host its verdict,
     healthy devices, stack fingerprint and the NIC with the route to the master (the first host that
@@ -356,7 +473,7 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
                     current_fingerprints([t for t in reachable if t.name in profiles], fanout, profiles))
     spec = spec_from_report(report, targets, master_addr=master, routes=routes, addrs=addrs,
                             master_port=master_port, devices=devices, fingerprints=fingerprints,
-                            valid_s=valid_s)
+                            valid_s=valid_s, waived=waived)
     for name, host in spec.hosts.items():
         if name in profiles:  # whose environment the stack was read in: the launch reads it there again
             host.fingerprint_user = profiles[name].training_user

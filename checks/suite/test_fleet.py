@@ -2,7 +2,8 @@
 
 They run whenever two or more hosts of one product (profile) are judged together. A node that differs
 fails, naming the field, its value and the majority's; a field without a majority warns on every node,
-naming who has what; a value a node could not report counts as `(not read)` and names that node too.
+naming who has what; a value a node could not report counts as `(not read)`: that node's check is an
+error naming what was not read and why (nothing was read to fail), and it is never the majority.
 """
 
 from __future__ import annotations
@@ -75,11 +76,19 @@ def _hccn(host) -> dict[str, str]:
     return {"tls": _read(tls), "hccn_netmask": _read(netmask)}
 
 
+class _NotRead(str):
+    """MISSING, with why the node could not report the value (the resource's error)."""
+
+    why: str = ""
+
+
 def _read(fn: Callable[[], str]) -> str:
     try:
         return str(fn())
-    except (ProbeFailed, AscendReadyError):
-        return MISSING
+    except (ProbeFailed, AscendReadyError) as exc:
+        missing = _NotRead(MISSING)
+        missing.why = exc.message
+        return missing
 
 
 def _judge(host, check_id: str, fields: Fields) -> None:
@@ -99,8 +108,14 @@ def _judge(host, check_id: str, fields: Fields) -> None:
     deviations, ties = compare(prints, pins or None, pinned_by="profile's fleet_pins")
     for fingerprint, nodes in groups(prints):
         evidence(f"{', '.join(nodes)}: " + " ".join(f"{k}={v}" for k, v in sorted(fingerprint.items())))
-    mine = [str(d) for d in deviations if d.node == host.name]
-    assert not mine, "; ".join(mine)
+    # A value this node did not report is `error` (not judged), never `fail`: nothing was read to fail.
+    mine = [str(d) for d in deviations if d.node == host.name and d.value != MISSING]
+    unread = {f: getattr(v, "why", "") for f, v in prints[host.name].items() if v == MISSING}
+    not_read = "; ".join(f"{f} not read" + (f" ({why})" if why else "") for f, why in sorted(unread.items()))
+    assert not mine, "; ".join(mine) + (f"; and {not_read}" if not_read else "")
+    if unread:
+        raise ProbeFailed(f"{not_read}: the node cannot be compared with the fleet on "
+                          f"{', '.join(sorted(unread))}")
     mine_ties = [str(t) for t in ties if any(host.name in nodes for _, nodes in t.holders)]
     if mine_ties:
         warn("; ".join(mine_ties))

@@ -111,7 +111,8 @@ def test_a_typo_in_select_beside_a_valid_one_is_refused_with_the_near_match(snap
 
 
 def test_list_with_a_select_that_matches_nothing():
-    refused(run("list", "--select", "zzz"), 2, "no check matches --select/--skip", "`ascend-check list`")
+    refused(run("list", "--select", "zzz"), 2, "no check matches --select/--skip",
+            "`ascend-check list --tier full`")
     refused(run("list", "--skip", "*"), 2, "no check matches --select/--skip")
 
 

@@ -57,7 +57,7 @@ def test_exit_1_when_a_check_cannot_be_judged(runner, tmp_path):
 
 def test_exit_2_on_usage_and_config_errors(runner, tmp_path):
     cases = [
-        (["--tier", "fast"], "Invalid value for '--tier'"),
+        (["--tier", "fast"], "invalid value for '--tier'"),
         (["--profile", "atlas-9000"], "error: no hardware profile 'atlas-9000'"),
         (["--snapshot", str(tmp_path)], "is not a snapshot: no manifest.json"),
         (["--select", "nothing.*", "--snapshot", str(tmp_path)], "no check matches --select/--skip"),
@@ -114,7 +114,7 @@ def test_json_junit_and_prometheus_reports(runner, tmp_path):
     )
     assert result.exit_code == 1
     report = json.loads(result.stdout)
-    assert report["schema_version"] == 1 and report["tier"] == "quick"
+    assert report["schema_version"] == 2 and report["tier"] == "quick"
     hot = next(r for r in report["results"] if r["check_id"] == "npu.temperature")
     assert hot["status"] == "fail" and hot["message"] == "NPU 1 chip 0 at 90 °C (expected 10-70 °C)"
     assert hot["remediation"]["command"] == "npu-smi info -t temp -i 1 -c 0"  # the hot chip's own
@@ -168,7 +168,7 @@ def test_list_schema_and_parse(runner, tmp_path, sample):
         for c in json.loads(runner.invoke(main, ["list", "--tier", "quick", "--format", "json"]).stdout)
     }
     schema = json.loads(runner.invoke(main, ["schema"]).stdout)
-    assert schema["properties"]["schema_version"]["default"] == 1 and "CheckResult" in schema["$defs"]
+    assert schema["properties"]["schema_version"]["default"] == 2 and "CheckResult" in schema["$defs"]
     profile_schema = json.loads(runner.invoke(main, ["schema", "profile"]).stdout)
     assert profile_schema["additionalProperties"] is False and "npu_count" in profile_schema["properties"]
     path = tmp_path / "net.txt"
@@ -388,4 +388,4 @@ def test_interrupt_exits_130_and_errors_never_show_a_traceback(runner, tmp_path,
     missing = runner.invoke(main, ["parse", "lspci"])
     assert missing.exit_code == 2 and "error: KIND and FILE are required" in missing.stderr
     usage = runner.invoke(main, ["collect"])
-    assert usage.exit_code == 2 and "Missing option '-o'" in usage.output
+    assert usage.exit_code == 2 and "missing option '-o'" in usage.output

@@ -15,13 +15,14 @@ from ascend_ready.errors import ParseError
 TOOLKIT_82 = "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info"
 
 
-def _fleet(changes: dict[str, dict[str, str]] | None = None, n: int = 4, profile=None):
+def _fleet(changes: dict[str, dict[str, str | dict]] | None = None, n: int = 4, profile=None):
     hosts = {}
     for i in range(n):
         name = f"node{i + 1:02d}"
         host = fake_host(name, index=i)
-        for pid, text in (changes or {}).get(name, {}).items():
-            host.probes[pid] = host.probes[pid].model_copy(update={"stdout": text})
+        for pid, text in (changes or {}).get(name, {}).items():  # new stdout, or fields of the result
+            update = text if isinstance(text, dict) else {"stdout": text}
+            host.probes[pid] = host.probes[pid].model_copy(update=update)
         hosts[name] = host
     prof = profile or load_profile("atlas-800t-a2")
     report = run_checks(Snapshot(hosts=hosts), {h: prof for h in hosts}, select_checks("quick", ["fleet.*"]))
@@ -55,10 +56,27 @@ def test_the_node_on_another_cann_and_the_node_with_another_tls_switch_are_named
     assert any("node03:" in line and "cann=8.0.0" in line for line in stack.evidence)
 
 
-def test_a_node_whose_probe_failed_is_named_as_not_read():
+def test_a_node_whose_probe_failed_is_an_error_naming_what_was_not_read():
     results = _fleet({"node02": {"os-release": "garbled\n"}})
     r = results[("node02", "fleet.os")]
-    assert r.status == "fail" and "os is (not read)" in r.message
+    assert r.status == "error" and r.message.startswith("os not read (cannot parse os-release")
+    assert "the node cannot be compared with the fleet on os" in r.message
+    assert all(results[(n, "fleet.os")].status == "pass" for n in ("node01", "node03", "node04"))
+
+
+def test_npu_smi_hung_on_one_node_is_an_error_in_fleet_hardware_not_a_fail():
+    """The fault sweep's case: `npu-smi` hung on node02 said `fail` ("npu_count is (not read)")."""
+    hung = {"rc": 124, "stdout": "", "timed_out": True, "timeout_s": 10.0}  # as the watchdog records it
+    results = _fleet({"node02": {"npu-smi-info": hung}})
+    r = results[("node02", "fleet.hardware")]
+    assert r.status == "error" and "npu_count not read" in r.message and "npu_model not read" in r.message
+    assert results[("node01", "fleet.hardware")].status == "pass"
+
+
+def test_a_real_difference_still_fails_beside_what_was_not_read():
+    results = _fleet({"node03": {"os-release": "garbled\n", "thp-enabled": "[always] madvise never\n"}})
+    r = results[("node03", "fleet.os")]
+    assert r.status == "fail" and "thp_enabled is always" in r.message and "; and os not read" in r.message
 
 
 def test_a_two_two_split_is_a_tie_on_every_node():

@@ -159,15 +159,19 @@ def fake_ip(route: str | None, addr: str | None = None):
     return ip
 
 
-@pytest.fixture
-def bridged_nics(monkeypatch):
-    """psutil sees the captured node's NICs: by name, cni0 and br-1a2b3c come before eth0."""
+def fake_nics(monkeypatch, names: tuple[str, ...]) -> None:
+    """psutil sees `names` as up NICs with an IPv4 address each."""
     import psutil
 
     Stat, Addr, Family = namedtuple("Stat", "isup"), namedtuple("Addr", "family"), namedtuple("F", "name")
-    names = ("lo", "cni0", "br-1a2b3c", "eth0")
     monkeypatch.setattr(psutil, "net_if_stats", lambda: {n: Stat(True) for n in names})
     monkeypatch.setattr(psutil, "net_if_addrs", lambda: {n: [Addr(Family("AF_INET"))] for n in names})
+
+
+@pytest.fixture
+def bridged_nics(monkeypatch):
+    """psutil sees the captured node's NICs: by name, cni0 and br-1a2b3c come before eth0."""
+    fake_nics(monkeypatch, ("lo", "cni0", "br-1a2b3c", "eth0"))
 
 
 def test_the_nic_is_the_one_routed_to_the_master_not_the_first_by_name(monkeypatch, bridged_nics):

@@ -349,6 +349,22 @@ def test_first_error_and_cause_on_real_torchrun_output():
     assert remote.root_cause([early, late]).name == "node02"
 
 
+def test_a_job_that_fails_alike_on_every_node_says_so(tmp_path, healthy_spec):
+    """Every node lacks the same module (a node venv without ascend_ready): no node is the cause."""
+    code = "import ascend_ready_not_installed_here"
+    plan = local_plan(tmp_path, healthy_spec, {"node01": code, "node02": code})
+    sessions = {h.name: remote.LocalSession(h.name) for h in plan.hosts}
+    result = remote.run_job(commands(plan), sessions, plan.log_dir, echo=lambda line: None)
+    assert not result.ok
+    assert remote.same_failure(result.nodes) == \
+        "ModuleNotFoundError: No module named 'ascend_ready_not_installed_here'"
+    one = remote.NodeOutcome("node01", 1, None, "[rank0]: ValueError: x", False, 1.0, None)
+    other = remote.NodeOutcome("node02", 1, None, "[rank1]: ValueError: y", False, 2.0, None)
+    assert remote.same_failure([one, other]) is None and remote.same_failure([one]) is None
+    stopped_alike = remote.NodeOutcome("node02", 1, None, "[rank1]: ValueError: x", True, 2.0, None)
+    assert remote.same_failure([one, stopped_alike]) == "ValueError: x"
+
+
 # ----------------------------------------------------------------------------- NUMA
 
 

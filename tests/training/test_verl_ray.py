@@ -60,8 +60,13 @@ class FakeNodes:
 
 
 def spec_hosts(n: int) -> dict[str, LaunchSpecHost]:
+    """Hosts of a spec whose preflight judged every check training needs (the launch refuses others)."""
+    from ascend_ready.checks.profile import TRAINING_CHECKS
+
     return {f"node0{i}": LaunchSpecHost(address=f"node0{i}", verdict="pass", devices=list(range(8)),
-                                        nic="enp189s0f0", ip=f"10.0.0.{i}") for i in range(1, n + 1)}
+                                        nic="enp189s0f0", ip=f"10.0.0.{i}",
+                                        judged_checks=list(TRAINING_CHECKS))
+            for i in range(1, n + 1)}
 
 
 def script_of(command: str) -> str:

@@ -22,7 +22,7 @@ from training_fakecheck import fakenode
 
 from ascend_ready.checks.cluster.launchspec import healthy_devices, spec_from_report
 from ascend_ready.checks.inventory import load_inventory
-from ascend_ready.checks.profile import load_profile
+from ascend_ready.checks.profile import TRAINING_CHECKS, load_profile
 from ascend_ready.checks.report import Report
 
 pytestmark = pytest.mark.sim
@@ -63,8 +63,10 @@ def spec_path(cluster, tmp_path_factory) -> Path:
     devices = {"node01": healthy_devices(fakenode().fake_host("node01")),
                "node02": healthy_devices(fakenode().fake_host("node02", index=1,
                                                               faults=[("chip-health", {"npu": 7})]))}
+    # bare simulated nodes: what the preflight could not judge there is waived, as the launch requires
     spec = spec_from_report(Report.model_validate_json(check.stdout), load_inventory(inventory),
-                            master_addr=master, routes=routes, addrs=addrs, devices=devices)
+                            master_addr=master, routes=routes, addrs=addrs, devices=devices,
+                            waived=TRAINING_CHECKS)
     path = tmp_path_factory.mktemp("verl-ray") / "spec.json"
     path.write_text(spec.model_dump_json())
     return path
