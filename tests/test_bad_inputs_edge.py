@@ -246,7 +246,7 @@ def test_a_path_too_long_for_the_system_is_a_usage_error(run, cli, args):
 
 @pytest.mark.parametrize(("cli", "args", "error"), [
     ("ascend-check", ["--hosts", "[fe80::1"], "--hosts: unbalanced brackets in '[fe80::1'"),
-    ("ascend-check", ["diagnose", "core"], "core is a binary file, not a log"),
+    ("ascend-check", ["diagnose", "core"], "core: binary file (NUL bytes in its first 8192 bytes), not a log"),
     ("ascend-sim", ["up", "2", "--subnet", "300.0.0.0/24"], "invalid value for '--subnet'"),
     ("ascend-matrix", ["show", "--cann", ""], "invalid value for '--cann': bad version '': empty"),
 ])
