@@ -71,8 +71,8 @@ def _prepare(c) -> None:
 
 def simulated(repeat: int, project_nodes: int) -> dict:
     from ascend_ready.checks.cluster.mesh_run import mesh
-    from ascend_ready.checks.inventory import load_inventory
-    from ascend_ready.checks.transport import FanoutOptions
+    from ascend_ready.fleet.inventory import load_inventory
+    from ascend_ready.fleet.transport import FanoutOptions
     from ascend_ready.sim import cluster as sim
     from ascend_ready.sim import faults
 

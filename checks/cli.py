@@ -179,8 +179,9 @@ def _merged(ctx: click.Context, params: dict) -> dict:
 
 
 def _targets(p: dict):
-    from ascend_ready.checks.inventory import check_host_profiles, limit_targets, load_inventory, parse_hosts
-    from ascend_ready.checks.transport import LOCAL, Target
+    from ascend_ready.checks.preflight import check_host_profiles
+    from ascend_ready.fleet.inventory import limit_targets, load_inventory, parse_hosts
+    from ascend_ready.fleet.transport import LOCAL, Target
 
     if p["hosts"] and p["inventory"]:
         raise ConfigError("give --hosts or -i INVENTORY, not both")
@@ -206,7 +207,7 @@ def _targets(p: dict):
 
 def _options(p: dict):
     from ascend_ready.checks.preflight import PreflightOptions
-    from ascend_ready.checks.transport import FanoutOptions
+    from ascend_ready.fleet.transport import FanoutOptions
 
     fanout = FanoutOptions(
         concurrency=p["concurrency"],
@@ -441,8 +442,8 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
             raise ConfigError("--snapshot judges saved outputs; it takes no --hosts or -i")
         snap = load_snapshot(Path(snapshot_dir))
         if params["limit"]:
-            from ascend_ready.checks.inventory import limit_targets
-            from ascend_ready.checks.transport import Target
+            from ascend_ready.fleet.inventory import limit_targets
+            from ascend_ready.fleet.transport import Target
 
             keep = {
                 t.name

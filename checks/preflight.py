@@ -10,18 +10,22 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ascend_ready import __version__
 from ascend_ready.checks.catalog import plan
+from ascend_ready.checks.collect import collect
 from ascend_ready.checks.profile import DEFAULT_PROFILE, HardwareProfile, load_profile
 from ascend_ready.checks.registry import CheckSpec, select_checks
 from ascend_ready.checks.report import Report
 from ascend_ready.checks.snapshot import HostSnapshot, Snapshot
-from ascend_ready.checks.transport import FanoutOptions, Target, collect
 from ascend_ready.errors import ConfigError
+from ascend_ready.fleet.inventory import var_origin
+from ascend_ready.fleet.transport import FanoutOptions, Target
 
 __all__ = [
     "PreflightOptions",
+    "check_host_profiles",
     "collect_snapshot",
     "judge_snapshot",
     "override_profiles",
@@ -126,6 +130,29 @@ def training_env(
             hint="give the absolute path of the venv's bin/python",
         )
     return user, python
+
+
+def check_host_profiles(targets: list[Target], inventory: str | Path) -> None:
+    """Refuse a hardware profile named in the inventory's variables that cannot be loaded, naming the host
+    and the file that names it (before any host is probed)."""
+    problems: dict[str, ConfigError | None] = {}
+    for t in targets:
+        spec = t.vars.get(PROFILE_VAR)
+        if not spec:
+            continue
+        if spec not in problems:
+            try:
+                load_profile(spec)
+                problems[spec] = None
+            except ConfigError as exc:
+                problems[spec] = exc
+        exc = problems[spec]
+        if exc is not None:
+            origin = var_origin(Path(inventory), t, PROFILE_VAR)
+            raise ConfigError(
+                f"inventory host {t.name}: {PROFILE_VAR} {spec!r} (set in {origin}): {exc.message}",
+                hint=f"fix {PROFILE_VAR} in {origin}" + (f"; {exc.hint}" if exc.hint else ""),
+            )
 
 
 def profiles_for(

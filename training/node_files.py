@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ascend_ready.checks.transport import Target
 from ascend_ready.errors import AscendReadyError
-from ascend_ready.training.remote import Session
+from ascend_ready.fleet.sessions import Session
+from ascend_ready.fleet.transport import Target
 
 if TYPE_CHECKING:
     from ascend_ready.training.multinode import JobPlan, LaunchOptions
@@ -82,9 +82,9 @@ def fetch_results(plan: JobPlan, sessions: Mapping[str, Session], log: Callable[
 def fetch_plogs(targets: Sequence[Target], log_dir: Path, opts: LaunchOptions) -> None:
     """The tails of each node's newest CANN plogs (the `collect --plogs` probe, bounded on the node) into
     LOG_DIR/<host>-plogs.log, so the diagnosis of a failed job reads the runtime's own logs too."""
+    from ascend_ready.checks.collect import collect
     from ascend_ready.checks.diagnose.probes import PLOGS
     from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
-    from ascend_ready.checks.transport import collect
 
     if not targets:
         return

@@ -14,11 +14,11 @@ from shlex import quote
 from typing import TYPE_CHECKING
 
 from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost, load_launch_spec
-from ascend_ready.checks.transport import Target
 from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.fleet.sessions import Session
+from ascend_ready.fleet.transport import Target
 from ascend_ready.training import numa
 from ascend_ready.training.config import TrainConfig
-from ascend_ready.training.remote import Session
 
 if TYPE_CHECKING:
     from ascend_ready.training.multinode import LaunchOptions
@@ -89,7 +89,7 @@ def resolve_fleet(cfg: TrainConfig, opts: LaunchOptions) -> Fleet:
 
 def _inventory_targets(opts: LaunchOptions) -> list[Target]:
     """The hosts -i or --hosts name, with their SSH details."""
-    from ascend_ready.checks.inventory import load_inventory, parse_hosts
+    from ascend_ready.fleet.inventory import load_inventory, parse_hosts
 
     if opts.inventory:
         return load_inventory(opts.inventory)

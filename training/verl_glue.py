@@ -428,7 +428,7 @@ def _runtime(sessions: dict, cluster: Any, modules: tuple[str, ...]) -> dict[str
     """node -> (its Ray version, the modules of verl's runtime it lacks), read with the node's interpreter."""
     import shlex
 
-    from ascend_ready.training.multinode import as_user
+    from ascend_ready.fleet.plan import as_user
 
     found = {}
     for node in cluster.nodes:
@@ -480,9 +480,10 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
     import secrets
     import time
 
+    from ascend_ready.fleet.job import root_cause, run_job
+    from ascend_ready.fleet.sessions import open_sessions
     from ascend_ready.training import multinode as mn
     from ascend_ready.training import node_probe, ray_cluster
-    from ascend_ready.training.remote import open_sessions, root_cause, run_job
 
     out = out.absolute()
     log = opts.log

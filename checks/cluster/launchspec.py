@@ -19,7 +19,7 @@ from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
 if TYPE_CHECKING:
     from ascend_ready.checks.report import Report
     from ascend_ready.checks.snapshot import HostSnapshot
-    from ascend_ready.checks.transport import Target
+    from ascend_ready.fleet.transport import Target
 
 __all__ = [
     "LAUNCH_SPEC_SCHEMA_VERSION",
@@ -83,7 +83,7 @@ class LaunchSpecHost(_Model):
 
     def target(self, name: str) -> Target:
         """How to reach this host over SSH (unset fields fall back to ssh_config, as for ascend-check)."""
-        from ascend_ready.checks.transport import Target
+        from ascend_ready.fleet.transport import Target
 
         return Target(name=name, address=self.address, port=self.ssh_port, user=self.ssh_user,
                       key_file=self.ssh_key_file, known_hosts_file=self.known_hosts_file,
@@ -311,8 +311,8 @@ def stack_probe_ids() -> set[str]:
 def current_fingerprints(targets: Sequence[Target], fanout, profiles: Mapping[str, object]) -> dict:
     """Read every target's stack again now (one batch each): what `LaunchSpec.check_versions` compares."""
     from ascend_ready.checks.catalog import plan
+    from ascend_ready.checks.collect import collect
     from ascend_ready.checks.snapshot import Snapshot
-    from ascend_ready.checks.transport import collect
 
     wanted = stack_probe_ids()
     hosts = collect(list(targets), lambda t: (plan(profiles[t.name], wanted), profiles[t.name].training_user),
@@ -328,8 +328,8 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
     passed, as the node resolves it), and the HCCL rank table of the healthy devices where their device
     IPs were read (else `note` says why there is none)."""
     from ascend_ready.checks.cluster.ranktable import build_rank_table, table_hosts
+    from ascend_ready.checks.collect import collect
     from ascend_ready.checks.probes import Probe
-    from ascend_ready.checks.transport import collect
 
     profiles = {name: h.profile for name, h in snapshot.hosts.items() if h.profile is not None}
     passed = [t for t in targets if any(r.host == t.name for r in report.results)

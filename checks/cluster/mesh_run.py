@@ -22,11 +22,12 @@ from ascend_ready.checks.cluster.mesh import (
     isolate,
     rounds,
 )
+from ascend_ready.checks.collect import collect
 from ascend_ready.checks.parsers.hccn import parse_hccn_ping
 from ascend_ready.checks.probes import Probe
 from ascend_ready.checks.snapshot import HostSnapshot
-from ascend_ready.checks.transport import FanoutOptions, Target, collect
 from ascend_ready.errors import AscendReadyError, ParseError
+from ascend_ready.fleet.transport import FanoutOptions, Target
 
 __all__ = ["PING_PACKETS", "MeshRun", "judge_ping", "mesh", "ping_probe", "read_device_ips", "run_mesh"]
 

@@ -16,7 +16,7 @@ from ascend_ready.errors import AscendReadyError, ConfigError
 
 if TYPE_CHECKING:
     from ascend_ready.checks.snapshot import HostSnapshot, Snapshot
-    from ascend_ready.checks.transport import Target
+    from ascend_ready.fleet.transport import Target
 
 __all__ = [
     "RankTableHost",
@@ -213,9 +213,9 @@ def fleet_rank_table(
     """
     from ascend_ready.checks.catalog import plan
     from ascend_ready.checks.cluster.launchspec import healthy_devices
+    from ascend_ready.checks.collect import collect
     from ascend_ready.checks.resources import NicIp, NpuSmi, probe_ids
     from ascend_ready.checks.snapshot import Snapshot
-    from ascend_ready.checks.transport import collect
 
     reachable = [t for t in targets if t.name in snapshot.hosts and snapshot.hosts[t.name].reachable]
     unreachable = sorted({t.name for t in targets} - {t.name for t in reachable})

@@ -12,9 +12,9 @@ from sim_support import cluster_up, own_cluster
 
 from ascend_ready.checks.cluster.mesh import Ping
 from ascend_ready.checks.cluster.mesh_run import judge_ping, mesh, run_mesh
-from ascend_ready.checks.inventory import load_inventory
 from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult
-from ascend_ready.checks.transport import FanoutOptions, Target
+from ascend_ready.fleet.inventory import load_inventory
+from ascend_ready.fleet.transport import FanoutOptions, Target
 from ascend_ready.sim import hw
 from ascend_ready.sim.hw.state import NodeView
 from ascend_ready.sim.render import hccn
