@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,7 +209,7 @@ def collect_snapshot(
         while_waiting=lambda: _prepare_judging(specs, first),
     )
     if "hccl-mesh" in wanted:
-        _attach_mesh(targets, hosts, options)
+        _attach_mesh(targets, hosts, options.fanout, profiles)
     if "hccl-collective" in wanted:  # npu.matmul, hccl.allreduce: torchrun across the hosts, after the mesh
         from ascend_ready.checks.cluster.collective_run import attach
 
@@ -227,7 +227,8 @@ def collect_snapshot(
     )
 
 
-def _attach_mesh(targets: Sequence[Target], hosts: Sequence[HostSnapshot], options: PreflightOptions) -> None:
+def _attach_mesh(targets: Sequence[Target], hosts: Sequence[HostSnapshot], fanout: FanoutOptions,
+                 profiles: Mapping[str, HardwareProfile]) -> None:
     """Run the device-NIC mesh across the reachable hosts and record it in their snapshots (hccl.mesh).
 
     With fewer than two reachable hosts there is nothing to ping between: the check skips then."""
@@ -237,7 +238,7 @@ def _attach_mesh(targets: Sequence[Target], hosts: Sequence[HostSnapshot], optio
     if len(up) < 2:
         return
     names = {h.name for h in up}
-    run = mesh([t for t in targets if t.name in names], options.fanout)
+    run = mesh([t for t in targets if t.name in names], fanout, profiles)
     record(run, up)
 
 

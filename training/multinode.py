@@ -29,8 +29,7 @@ import contextlib
 import secrets
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 
 from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost
@@ -38,40 +37,16 @@ from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.fleet.job import JobResult, root_cause, run_job
 from ascend_ready.fleet.plan import HostPlan, JobPlan, NodeFacts, remote_command, render_dry_run
 from ascend_ready.fleet.sessions import open_sessions
-from ascend_ready.fleet.transport import FanoutOptions, Target
+from ascend_ready.fleet.transport import Target
 from ascend_ready.training import launch as launch_mod
 from ascend_ready.training import node_files, node_probe, numa, worker_hooks
 from ascend_ready.training.config import TrainConfig, dump_config
 from ascend_ready.training.node_files import PROFILE_DIR
+from ascend_ready.training.node_probe import DEFAULT_SET_ENV, LaunchOptions
 
-__all__ = ["LaunchOptions", "launch", "plan_job"]
+__all__ = ["DEFAULT_SET_ENV", "LaunchOptions", "launch", "plan_job"]
 
 RESOLVED_CONFIG = "config.yaml"
-DEFAULT_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
-
-
-@dataclass
-class LaunchOptions:
-    """How the controller reaches the nodes and what it starts there (the CLI's multi-node flags)."""
-
-    launch_spec: str | None = None
-    inventory: str | None = None
-    hosts: Sequence[str] = ()
-    skip_preflight: bool = False
-    dry_run: bool = False
-    python: str | None = None
-    set_env: str = DEFAULT_SET_ENV
-    numa_bind: bool = True
-    profile_steps: tuple[int, int] | None = None
-    master_addr: str | None = None
-    master_port: int | None = None
-    node_output_dir: str | None = None
-    nproc_per_node: int | None = None
-    nnodes: int | None = None
-    fanout: FanoutOptions = field(default_factory=FanoutOptions)
-    preflight_command: str | None = None
-    preflight_timeout_s: int = 900
-    log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
 
 
 def parse_profile_steps(text: str | None) -> tuple[int, int] | None:
@@ -227,7 +202,7 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         if sessions:
             probe_as = {n: u for n, u in users.items() if u and u != targets[n].user}
             facts = node_probe.probe_all(
-                sessions, master,
+                {n: targets[n] for n in sessions}, opts.fanout, master,
                 lambda n: node_probe.required_paths(cfg, python_of[n], opts.set_env,
                                                     None if opts.dry_run else config_path),
                 f"{node_output}/{marker.name}" if marker else None, nonce, probe_as)

@@ -10,17 +10,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascend_ready.errors import AscendReadyError
+from ascend_ready.fleet.plan import LOGS_DIR
 from ascend_ready.fleet.sessions import Session
 from ascend_ready.fleet.transport import Target
 
 if TYPE_CHECKING:
-    from ascend_ready.training.multinode import JobPlan, LaunchOptions
+    from ascend_ready.fleet.plan import JobPlan
+    from ascend_ready.training.node_probe import LaunchOptions
 
 __all__ = ["fetch_plogs", "fetch_results", "push_resume_state"]
 
-# Folders of the run dir, a subfolder per run in each: every node's log, written on the controller (never
-# fetched), and the ranks' profiler traces.
-LOGS_DIR = "logs"
+#: the run dir's folder of the ranks' profiler traces, a subfolder per run (its logs: fleet.plan.LOGS_DIR,
+#: written on the controller, never fetched)
 PROFILE_DIR = "profile"
 
 

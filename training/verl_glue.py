@@ -508,7 +508,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
             stack.callback(marker.unlink, missing_ok=True)
         probe_as = {n: u for n, u in fleet.users.items() if u and u != fleet.targets[n].user}
         facts = node_probe.probe_all(
-            sessions, fleet.master,
+            {n: fleet.targets[n] for n in sessions}, opts.fanout, fleet.master,
             lambda n: node_probe.required_paths(cfg, fleet.python[n], opts.set_env, None),
             f"{node_out}/{marker.name}" if marker else None, nonce, probe_as) if sessions else {}
         hosts = fleet.hosts

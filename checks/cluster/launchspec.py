@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ascend_ready.checks.cluster.ranktable import build_rank_table, healthy_devices, table_hosts
 from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
 
 if TYPE_CHECKING:
     from ascend_ready.checks.report import Report
-    from ascend_ready.checks.snapshot import HostSnapshot
     from ascend_ready.fleet.transport import Target
 
 __all__ = [
@@ -26,9 +26,9 @@ __all__ = [
     "LaunchSpec",
     "LaunchSpecHost",
     "LaunchSpecRefused",
-    "healthy_devices",
     "load_launch_spec",
     "spec_from_report",
+    "write_launch_spec",
 ]
 
 LAUNCH_SPEC_SCHEMA_VERSION = 1
@@ -252,30 +252,6 @@ def spec_from_report(
     )
 
 
-def healthy_devices(host: HostSnapshot) -> tuple[list[int], dict[str, str]]:
-    """(device ids of the chips `npu-smi info` shows healthy, excluded id -> why) from a host snapshot.
-
-    Device ids are logical, as ASCEND_RT_VISIBLE_DEVICES counts them: the table's Device column where it
-    has one (310/310P), else the chips' position in NPU then chip order.
-    A host whose table was not read has no known-good device: ([], {}) with nothing claimed.
-    """
-    from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
-
-    result = host.probes.get("npu-smi-info")
-    if result is None or result.rc != 0 or not result.stdout.strip():
-        return [], {}
-    info = parse_npu_smi_info(result.stdout)
-    healthy, excluded = [], {}
-    chips = [(npu.id, chip) for npu in info.npus for chip in npu.chips]
-    for index, (npu_id, chip) in enumerate(sorted(chips, key=lambda c: (c[0], c[1].chip_id))):
-        device = chip.device_id if chip.device_id is not None else index  # 310P prints its Device column
-        if chip.health == "OK":
-            healthy.append(device)
-        else:
-            excluded[str(device)] = f"NPU {npu_id} chip {chip.chip_id} health {chip.health} in npu-smi info"
-    return healthy, excluded
-
-
 #: what a launch spec fingerprints per node, and re-reads at launch: the software stack (fleet.stack)
 def fingerprint_hosts(snapshot, profiles: Mapping[str, object]) -> dict[str, dict[str, str]]:
     """component -> version of every reachable host of `snapshot` (what fleet.stack compares)."""
@@ -327,7 +303,6 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
     healthy devices, stack fingerprint and the NIC with the route to the master (the first host that
     passed, as the node resolves it), and the HCCL rank table of the healthy devices where their device
     IPs were read (else `note` says why there is none)."""
-    from ascend_ready.checks.cluster.ranktable import build_rank_table, table_hosts
     from ascend_ready.checks.collect import collect
     from ascend_ready.checks.probes import Probe
 
@@ -373,4 +348,16 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
         note("no rank table: " + (why or "the selected checks read no device IP")
              + " (hccl.ip reads device IPs, npu.* the healthy devices; or write the table alone: "
              "--rank-table FILE)")
+    return spec
+
+
+def write_launch_spec(path: Path, report: Report, snapshot, targets: Sequence[Target], fanout, *,
+                      valid_s: int = 3600, note: Callable[[str], None] = lambda line: None) -> LaunchSpec:
+    """`ascend-check --launch-spec FILE`: make the spec (make_launch_spec) and write it; `note` gets what
+    it says on the way and the line naming the file."""
+    spec = make_launch_spec(report, snapshot, targets, fanout, valid_s=valid_s,
+                            note=lambda line: note(f"launch spec: {line}"))
+    path.write_text(spec.model_dump_json(indent=1) + "\n")
+    note(f"launch spec: {path} ({len(spec.startable_hosts())} of {len(spec.hosts)} host(s) may start, "
+         f"valid {valid_s} s)")
     return spec

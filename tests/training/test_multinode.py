@@ -22,9 +22,9 @@ from ascend_ready.checks.cli import main as check_main
 from ascend_ready.checks.cluster.launchspec import (
     LaunchSpec,
     LaunchSpecRefused,
-    healthy_devices,
     spec_from_report,
 )
+from ascend_ready.checks.cluster.ranktable import healthy_devices
 from ascend_ready.checks.report import Report
 from ascend_ready.errors import ConfigError
 from ascend_ready.fleet import job, node_guard
