@@ -124,7 +124,7 @@ def _check_env(env: Mapping[str, str]) -> None:
 
 def torchrun_command(argv: Sequence[str], *, nnodes: int, nproc_per_node: int, node_rank: int,
                      master_addr: str, master_port: int, python: str | None = None,
-                     module: str = "ascend_ready.training.cli", log_dir: Path | None = None) -> list[str]:
+                     module: str, log_dir: Path | None = None) -> list[str]:
     """torchrun on one node of the job, running `python -m MODULE ARGV` in every worker. With `log_dir`,
     every worker's stdout and stderr is also written under it (`--tee`)."""
     logs = [f"--log-dir={log_dir}", "--tee=3"] if log_dir is not None else []
