@@ -149,7 +149,7 @@ def test_check_failures_per_node():
 
 def test_npu_product_reads_lspci_with_the_checks_parser():
     # a garbled line is an error naming it, not an NPU product nobody saw
-    with pytest.raises(AnsibleFilterError, match="ascend_npu_product: .*line 1"):
+    with pytest.raises(AnsibleFilterError, match=r"ascend_npu_product: .*line 1"):
         filters.npu_product("not lspci output\n")
     assert filters.npu_product("") == ""
 
