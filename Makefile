@@ -35,6 +35,8 @@ setup: system-deps venv
 
 lint: venv
 	$(BIN)/ruff check .
+	# the layer contracts of pyproject.toml's [tool.importlinter] (docs/architecture.md)
+	$(BIN)/python scripts/lint_imports.py
 	@if ls playbooks/*.yml >/dev/null 2>&1; then $(BIN)/yamllint -c playbooks/.yamllint -s playbooks provision; fi
 	@if ls playbooks/*.yml >/dev/null 2>&1; then (cd playbooks && ../$(BIN)/ansible-lint --profile production); fi
 

@@ -162,9 +162,9 @@ def main() -> int:
     os.environ["ASCEND_SIM_SUBNET"] = SUBNET
 
     from ascend_ready.checks.catalog import plan
-    from ascend_ready.checks.inventory import limit_targets, load_inventory
     from ascend_ready.checks.preflight import PreflightOptions, preflight, profiles_for
     from ascend_ready.checks.probes import build_script
+    from ascend_ready.fleet.inventory import limit_targets, load_inventory
     from ascend_ready.provision.resolver import resolve
     from ascend_ready.sim import cluster as sim
     from ascend_ready.sim.packages import build_package_dir

@@ -71,8 +71,9 @@ def _prepare(c) -> None:
 
 def simulated(repeat: int, project_nodes: int) -> dict:
     from ascend_ready.checks.cluster.mesh_run import mesh
-    from ascend_ready.checks.inventory import load_inventory
-    from ascend_ready.checks.transport import FanoutOptions
+    from ascend_ready.checks.preflight import profiles_for
+    from ascend_ready.fleet.inventory import load_inventory
+    from ascend_ready.fleet.transport import FanoutOptions
     from ascend_ready.sim import cluster as sim
     from ascend_ready.sim import faults
 
@@ -83,7 +84,8 @@ def simulated(repeat: int, project_nodes: int) -> dict:
         _prepare(c)
         targets = load_inventory(str(c.inventory_path))
         options = FanoutOptions(ssh_config_file=str(c.ssh_config), known_hosts_file=str(c.known_hosts))
-        mesh(targets, options)  # warm-up: render caches, imports
+        profiles = profiles_for(targets, None)
+        mesh(targets, options, profiles)  # warm-up: render caches, imports
         out = {}
         for label, fault in (("healthy", None), ("one dead device", ("node03", "link-down", {"device": 5}))):
             if fault:
@@ -91,7 +93,7 @@ def simulated(repeat: int, project_nodes: int) -> dict:
             runs = []
             for _ in range(repeat):
                 t0 = time.perf_counter()
-                result = mesh(targets, options)
+                result = mesh(targets, options, profiles)
                 runs.append((time.perf_counter() - t0, result))
             wall, result = sorted(runs, key=lambda r: r[0])[len(runs) // 2]
             per_round = statistics.median(result.round_wall_s[:result.rounds])

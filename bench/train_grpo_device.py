@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from ascend_ready.fleet.devices import require, setup_runtime
 from ascend_ready.training import grpo
 from ascend_ready.training.config import load_config
-from ascend_ready.training.devices import require, setup_runtime
 from ascend_ready.training.models import build_tiny_tokenizer, set_generation_ids
 
 QWEN25_05B = dict(

@@ -19,9 +19,9 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 
+from ascend_ready.fleet.devices import setup_runtime
 from ascend_ready.training import grpo, ppo
 from ascend_ready.training.config import load_config
-from ascend_ready.training.devices import setup_runtime
 
 
 class StepClock(TrainerCallback):

@@ -225,8 +225,9 @@ def _merged(ctx: click.Context, params: dict) -> dict:
 
 
 def _targets(p: dict):
-    from ascend_ready.checks.inventory import check_host_profiles, limit_targets, load_inventory, parse_hosts
-    from ascend_ready.checks.transport import LOCAL, Target
+    from ascend_ready.checks.preflight import check_host_profiles
+    from ascend_ready.fleet.inventory import limit_targets, load_inventory, parse_hosts
+    from ascend_ready.fleet.transport import LOCAL, Target
 
     if p["hosts"] is not None and p["inventory"]:
         raise ConfigError("give --hosts or -i INVENTORY, not both",
@@ -253,7 +254,7 @@ def _targets(p: dict):
 
 def _options(p: dict):
     from ascend_ready.checks.preflight import PreflightOptions
-    from ascend_ready.checks.transport import FanoutOptions
+    from ascend_ready.fleet.transport import FanoutOptions
 
     fanout = FanoutOptions(
         concurrency=p["concurrency"],
@@ -356,33 +357,6 @@ def _check_rank_table_args(table_file, hosts_file, exclude, snapshot_dir) -> Non
         raise ConfigError("--rank-table/--hostfile need a live run (they name each node's address and may "
                           "read its device IPs again)",
                           hint="run ascend-check -i INVENTORY --rank-table hccl.json")
-
-
-def _write_rank_table(report, snap, targets, options, table_file, hosts_file, exclude) -> bool:
-    """Write the rank table and/or its host list; False (after a line on stderr saying why) when no host
-    has a device to put in it."""
-    from ascend_ready.checks.cluster.ranktable import fleet_rank_table, hostfile
-    from ascend_ready.checks.report import write_atomic
-
-    failed: dict[str, list[str]] = {}
-    for r in report.results:
-        if r.status in ("fail", "error"):
-            failed.setdefault(r.host, []).append(r.check_id)
-    table = fleet_rank_table(snap, targets, options.fanout, exclude=exclude, failed=failed,
-                             note=lambda line: click.echo(line, err=True))
-    if table is None:
-        return False
-    devices = sum(len(s["device"]) for s in table["server_list"])
-    for path, text in ((table_file, json.dumps(table, indent=1) + "\n"), (hosts_file, hostfile(table))):
-        if path:
-            try:
-                write_atomic(Path(path), text)
-            except OSError as exc:
-                raise ConfigError(f"cannot write {path}: {exc.strerror or exc}",
-                                  hint="pick a file in a directory you may write") from None
-            what = "rank table" if path == table_file else "hostfile"
-            click.echo(f"{what}: {path} ({devices} device(s) on {table['server_count']} host(s))", err=True)
-    return True
 
 
 def _emit(report, fmt: str, junit: str | None, prometheus: str | None, verbose: bool) -> None:
@@ -542,8 +516,8 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
                               hint="drop --hosts/-i, or drop --snapshot to probe the hosts live")
         snap = load_snapshot(Path(snapshot_dir))
         if params["limit"]:
-            from ascend_ready.checks.inventory import limit_targets
-            from ascend_ready.checks.transport import Target
+            from ascend_ready.fleet.inventory import limit_targets
+            from ascend_ready.fleet.transport import Target
 
             keep = {
                 t.name
@@ -573,19 +547,18 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
     _emit(report, fmt, junit, prometheus, verbose)
     write_html(report, html_file)
     if spec_file:
-        from ascend_ready.checks.cluster.launchspec import make_launch_spec
-        from ascend_ready.checks.report import write_atomic
+        from ascend_ready.checks.cluster.launchspec import write_launch_spec
 
-        spec = make_launch_spec(report, snap, targets, options.fanout, valid_s=spec_valid_s, waived=waive,
-                                note=lambda line: click.echo(f"launch spec: {line}", err=True))
-        write_atomic(Path(spec_file), spec.model_dump_json(indent=1) + "\n")
-        click.echo(f"launch spec: {spec_file} ({len(spec.startable_hosts())} of {len(spec.hosts)} host(s) "
-                   f"may start, valid {spec_valid_s} s)", err=True)
+        spec = write_launch_spec(Path(spec_file), report, snap, targets, options.fanout, valid_s=spec_valid_s,
+                                 waived=waive, note=lambda line: click.echo(line, err=True))
         _note_coverage(spec)
     code = exit_code(report)
-    if (table_file or hosts_file) and not _write_rank_table(report, snap, targets, options, table_file,
-                                                           hosts_file, exclude):
-        code = code or ExitCode.FAILED  # asked for, not written: the run did not give what it was for
+    if table_file or hosts_file:
+        from ascend_ready.checks.cluster.ranktable import write_rank_table
+
+        if not write_rank_table(report, snap, targets, options.fanout, table_file, hosts_file, exclude,
+                                note=lambda line: click.echo(line, err=True)):
+            code = code or ExitCode.FAILED  # asked for, not written: the run did not give what it was for
     sys.exit(code)
 
 

@@ -8,20 +8,24 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ascend_ready import __version__
 from ascend_ready.checks.catalog import plan
+from ascend_ready.checks.collect import collect
 from ascend_ready.checks.profile import DEFAULT_PROFILE, HardwareProfile, load_profile
 from ascend_ready.checks.registry import CheckSpec, select_checks
 from ascend_ready.checks.report import Report
 from ascend_ready.checks.snapshot import HostSnapshot, Snapshot
-from ascend_ready.checks.transport import FanoutOptions, Target, collect
 from ascend_ready.errors import ConfigError
+from ascend_ready.fleet.inventory import var_origin
+from ascend_ready.fleet.transport import FanoutOptions, Target
 
 __all__ = [
     "PreflightOptions",
+    "check_host_profiles",
     "collect_snapshot",
     "judge_snapshot",
     "override_profiles",
@@ -128,6 +132,29 @@ def training_env(
     return user, python
 
 
+def check_host_profiles(targets: list[Target], inventory: str | Path) -> None:
+    """Refuse a hardware profile named in the inventory's variables that cannot be loaded, naming the host
+    and the file that names it (before any host is probed)."""
+    problems: dict[str, ConfigError | None] = {}
+    for t in targets:
+        spec = t.vars.get(PROFILE_VAR)
+        if not spec:
+            continue
+        if spec not in problems:
+            try:
+                load_profile(spec)
+                problems[spec] = None
+            except ConfigError as exc:
+                problems[spec] = exc
+        exc = problems[spec]
+        if exc is not None:
+            origin = var_origin(Path(inventory), t, PROFILE_VAR)
+            raise ConfigError(
+                f"inventory host {t.name}: {PROFILE_VAR} {spec!r} (set in {origin}): {exc.message}",
+                hint=f"fix {PROFILE_VAR} in {origin}" + (f"; {exc.hint}" if exc.hint else ""),
+            )
+
+
 def profiles_for(
     hosts: Sequence[Target | HostSnapshot],
     default: str | None,
@@ -182,7 +209,7 @@ def collect_snapshot(
         while_waiting=lambda: _prepare_judging(specs, first),
     )
     if "hccl-mesh" in wanted:
-        _attach_mesh(targets, hosts, options)
+        _attach_mesh(targets, hosts, options.fanout, profiles)
     if "hccl-collective" in wanted:  # npu.matmul, hccl.allreduce: torchrun across the hosts, after the mesh
         from ascend_ready.checks.cluster.collective_run import attach
 
@@ -200,7 +227,8 @@ def collect_snapshot(
     )
 
 
-def _attach_mesh(targets: Sequence[Target], hosts: Sequence[HostSnapshot], options: PreflightOptions) -> None:
+def _attach_mesh(targets: Sequence[Target], hosts: Sequence[HostSnapshot], fanout: FanoutOptions,
+                 profiles: Mapping[str, HardwareProfile]) -> None:
     """Run the device-NIC mesh across the reachable hosts and record it in their snapshots (hccl.mesh).
 
     With fewer than two reachable hosts there is nothing to ping between: the check skips then."""
@@ -210,7 +238,7 @@ def _attach_mesh(targets: Sequence[Target], hosts: Sequence[HostSnapshot], optio
     if len(up) < 2:
         return
     names = {h.name for h in up}
-    run = mesh([t for t in targets if t.name in names], options.fanout)
+    run = mesh([t for t in targets if t.name in names], fanout, profiles)
     record(run, up)
 
 

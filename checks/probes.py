@@ -479,6 +479,11 @@ class ProbeStream:
         n = self.nonce.encode()
         self._end, self._begin, self._skipped = n + b" END", n + b" B ", n + b" N "
 
+    @property
+    def started(self) -> bool:
+        """A probe has reported (fleet.transport.OutputSink): what a lost connection leaves is kept."""
+        return bool(self.results)
+
     def feed(self, data: bytes) -> None:
         self._buf += data
         while not self.complete and self._step():

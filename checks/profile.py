@@ -12,6 +12,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ascend_ready.checks.parsers.lspci import npu_device_ids
 from ascend_ready.errors import ConfigError
 
 __all__ = ["BUNDLED_DIR", "DEFAULT_PROFILE", "HardwareProfile", "bundled_profiles", "load_profile"]
@@ -52,7 +53,8 @@ class HardwareProfile(BaseModel):
         default_factory=list, description="accepted chip names from `npu-smi info` (empty: any)"
     )
     pci_device_ids: list[str] = Field(
-        default_factory=lambda: ["d802"], description="Huawei (19e5) PCI device ids of the NPU functions"
+        default_factory=lambda: npu_device_ids("910b"),
+        description="Huawei (19e5) PCI device ids of the NPU functions",
     )
     pci_functions_per_npu: int = Field(1, ge=1, description="PCI functions `lspci` shows per NPU")
     temp_min_c: float = Field(

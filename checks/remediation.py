@@ -10,8 +10,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ascend_ready.checks.inventory import INVENTORY_VAR
 from ascend_ready.checks.registry import Remediation
+from ascend_ready.fleet.inventory import INVENTORY_VAR
 
 __all__ = ["INVENTORY_VAR", "PLAYBOOK", "localize", "playbook_command"]
 

@@ -131,7 +131,7 @@ def hccn_devices_cmd(nodes: str | None, inventory: str | None, limit: str | None
     gives node01 192.168.0.10 ... 192.168.7.10, node02 192.168.0.11 ..., gateways 192.168.{dev}.1.
     Overlapping addresses, a node listed twice or a network too small are refused.
     """
-    from ascend_ready.checks.inventory import expand_range, limit_targets, load_inventory
+    from ascend_ready.fleet.inventory import expand_range, limit_targets, load_inventory
     from ascend_ready.paths import check_output_dir
 
     if bool(nodes) == bool(inventory):

@@ -67,7 +67,7 @@ def snapshots(rec: CollectiveRecord | str) -> dict[str, HostSnapshot]:
 def _capture() -> None:
     from ascend_ready.checks.cluster.collective_run import Sweep, run_collective
     from ascend_ready.checks.profile import load_profile
-    from ascend_ready.checks.transport import FanoutOptions, Target
+    from ascend_ready.fleet.transport import FanoutOptions, Target
 
     prof = load_profile("atlas-800t-a2").model_copy(update={"python": sys.executable})
     targets = [Target(f"node0{i}", address="local") for i in (1, 2, 3)]

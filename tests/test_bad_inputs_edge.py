@@ -109,7 +109,7 @@ def test_host_names_are_validated_before_any_connection(run, cli, hosts, why):
 
 
 def test_ipv6_in_brackets_and_plain_addresses_pass_validation():
-    from ascend_ready.checks.inventory import parse_hosts
+    from ascend_ready.fleet.inventory import parse_hosts
 
     targets = parse_hosts("[fe80::1]:2222,root@10.0.0.1:22,node01.example.com,fe80::2,node_01")
     assert [(t.address, t.port) for t in targets] == [("fe80::1", 2222), ("10.0.0.1", 22),
@@ -246,7 +246,7 @@ def test_a_path_too_long_for_the_system_is_a_usage_error(run, cli, args):
 
 @pytest.mark.parametrize(("cli", "args", "error"), [
     ("ascend-check", ["--hosts", "[fe80::1"], "--hosts: unbalanced brackets in '[fe80::1'"),
-    ("ascend-check", ["diagnose", "core"], "core: binary file (NUL bytes in its first 8192 bytes), not a log"),
+    ("ascend-check", ["diagnose", "core"], "core: binary file (NUL bytes in its first 8192 bytes)"),
     ("ascend-sim", ["up", "2", "--subnet", "300.0.0.0/24"], "invalid value for '--subnet'"),
     ("ascend-matrix", ["show", "--cann", ""], "invalid value for '--cann': bad version '': empty"),
 ])

@@ -48,7 +48,7 @@ def _apply_flags(cfg: TrainConfig, opts: dict) -> TrainConfig:
         if opts.get(key) is not None:
             setattr(la, key, opts[key])
     if opts.get("hosts") is not None:  # --hosts '' is refused (parse_hosts), never "this node"
-        from ascend_ready.checks.inventory import parse_hosts
+        from ascend_ready.fleet.inventory import parse_hosts
 
         parse_hosts(opts["hosts"])
         pf.hosts = [h for h in opts["hosts"].split(",") if h]
@@ -63,7 +63,7 @@ def run_algorithm(algo: str, cfg: TrainConfig, output_dir: Path, resume: bool) -
     """Set up this process's device and process group, then train. Used by workers and single-process runs."""
     from importlib import import_module
 
-    from ascend_ready.training.devices import barrier, setup_runtime, shutdown
+    from ascend_ready.fleet.devices import barrier, setup_runtime, shutdown
     from ascend_ready.training.worker_hooks import digest_callback, ensure_node_model, profiled
 
     if "RANK" in os.environ:
@@ -169,7 +169,8 @@ def _check_inputs(cfg: TrainConfig, out: Path, *, here: bool) -> None:
     """Every input the command line and config name, before the memory plan, the preflight or the run
     directory: the hosts or inventory, the output dir, and (`here`: trained on this node) the model,
     reward model and data files. A multi-node launch checks those paths on every node instead."""
-    from ascend_ready.checks.inventory import check_host_profiles, load_inventory, parse_hosts
+    from ascend_ready.checks.preflight import check_host_profiles
+    from ascend_ready.fleet.inventory import load_inventory, parse_hosts
     from ascend_ready.paths import check_output_dir
 
     pf = cfg.preflight
@@ -215,7 +216,7 @@ def _plan_gate(algo: str, cfg: TrainConfig, engine: str) -> None:
 def _launch_across_nodes(algo: str, cfg: TrainConfig, out: Path, resume: bool, skip_preflight: bool,
                          opts: dict) -> dict:
     """`--launch-spec`, or `-i`/`--hosts` without `--node-rank`: the job on every node, from here."""
-    from ascend_ready.checks.transport import FanoutOptions
+    from ascend_ready.fleet.transport import FanoutOptions
     from ascend_ready.training import multinode
 
     pf = cfg.preflight

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ascend_ready.errors import AscendReadyError, ConfigError
+from ascend_ready.fleet import plan
 from ascend_ready.training.config import LaunchConfig
 
 # Set by the launcher for its workers: the gate already ran (or was skipped loudly) for this job.
@@ -103,24 +103,12 @@ def detect_host_nic(master_addr: str | None = None,
 
 
 def hccl_env(launch: LaunchConfig, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """HCCL variables to export; values already in the environment win over config defaults."""
-    environ = os.environ if environ is None else environ
+    """HCCL variables to export (fleet.plan.hccl_env) for this node; values already in the environment win
+    over config defaults. The NIC: the config's, else this node's toward the master (detect_host_nic)."""
     h = launch.hccl
-    want = {
-        "HCCL_CONNECT_TIMEOUT": str(h.connect_timeout),
-        "HCCL_EXEC_TIMEOUT": str(h.exec_timeout),
-        # torch_npu aborts a collective at HCCL_EVENT_TIMEOUT, which must exceed the exec timeout.
-        "HCCL_EVENT_TIMEOUT": str(h.exec_timeout + 32) if h.exec_timeout else "0",
-        "HCCL_WHITELIST_DISABLE": "1",
-        **h.extra_env,
-    }
-    if h.if_ip:
-        want["HCCL_IF_IP"] = h.if_ip
-    nic = h.socket_ifname or detect_host_nic(launch.master_addr)
-    if nic:
-        want["HCCL_SOCKET_IFNAME"] = nic
-        want["GLOO_SOCKET_IFNAME"] = nic.lstrip("=^").split(",")[0]
-    return {k: environ.get(k, v) for k, v in want.items()}
+    return plan.hccl_env(connect_timeout=h.connect_timeout, exec_timeout=h.exec_timeout, if_ip=h.if_ip,
+                         socket_ifname=h.socket_ifname or detect_host_nic(launch.master_addr),
+                         extra_env=h.extra_env, environ=os.environ if environ is None else environ)
 
 
 def torchrun_command(
@@ -131,28 +119,18 @@ def torchrun_command(
     python: str | None = None,
     module: str = "ascend_ready.training.cli",
 ) -> list[str]:
-    """torchrun for this node, re-running the same ascend-train command line in every worker.
+    """torchrun for this node (fleet.plan.torchrun_command), re-running the same ascend-train command line in
+    every worker.
 
     With `log_dir`, every worker's stdout and stderr is also written to
     <log_dir>/<run id>/attempt_<n>/<local rank>/{stdout,stderr}.log (`--tee`), for `explain_failure`.
     `python` is the interpreter on the node (default: this one); `module` the workers' entry point
     (the multi-node launcher puts the NUMA-binding wrapper, ascend_ready.training.numa, in front).
     """
-    logs = [f"--log-dir={log_dir}", "--tee=3"] if log_dir is not None else []
-    return [
-        python or sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nnodes={launch.nnodes}",
-        f"--nproc-per-node={launch.nproc_per_node}",
-        f"--node-rank={launch.node_rank}",
-        f"--master-addr={launch.master_addr}",
-        f"--master-port={launch.master_port}",
-        *logs,
-        "-m",
-        module,
-        *argv,
-    ]
+    return plan.torchrun_command(argv, nnodes=launch.nnodes, nproc_per_node=launch.nproc_per_node,
+                                 node_rank=launch.node_rank, master_addr=launch.master_addr,
+                                 master_port=launch.master_port, python=python, module=module,
+                                 log_dir=log_dir)
 
 
 def explain_failure(paths: list[Path], hosts: Sequence[str] = ()) -> str:

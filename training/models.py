@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ascend_ready.errors import ConfigError
+from ascend_ready.fleet.devices import Runtime, barrier, require
 from ascend_ready.training.config import LoraConfig, TinyModelConfig, TrainConfig
-from ascend_ready.training.devices import Runtime, barrier, require
 
 # The tiny task only needs arithmetic; a 21-token vocabulary lets a random model find the format quickly.
 TINY_CHARS = list("0123456789+-*=?.: ")

@@ -7,7 +7,7 @@ under torchrun on each host over SSH, stream every node's output, and stop it ev
 
 Per host: `/bin/sh -c SCRIPT` (as the training user through `sudo -n -u` where that is not the SSH user);
 SCRIPT enters the run dir, sources CANN's set_env.sh, exports the HCCL/gloo NIC and IP, the HCCL
-timeouts, ASCEND_RT_VISIBLE_DEVICES and the venv, then execs the node guard (training/node_guard.py),
+timeouts, ASCEND_RT_VISIBLE_DEVICES and the venv, then execs the node guard (fleet/node_guard.py),
 which runs torchrun and stops every process of the job on this node when told, when the controller goes
 silent, or when the connection drops. Every value in SCRIPT is shell-quoted; the config itself travels
 as a file, never through a shell.
@@ -17,75 +17,36 @@ the controller's directory (a shared filesystem, detected by a file only the con
 writes metrics, checkpoints and plots there once; elsewhere the config is copied to each node and rank
 0's results (and every rank's checkpoint and profiler files) are fetched back when the job ends.
 
-Here: the job plan (each host's command and environment) and `launch`. Which nodes, and what the
-read-only probe finds on each before the start: training/node_probe.py; the files moved to and from
-nodes that do not share the run dir: training/node_files.py.
+Here: what each host runs for this config (plan_job) and `launch`. The plan's shape and each host's exact
+command line: fleet/plan.py; sessions and the job's run: fleet/sessions.py, fleet/job.py. Which nodes, and
+what the read-only probe finds on each before the start: training/node_probe.py; the files moved to and
+from nodes that do not share the run dir: training/node_files.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import secrets
-import shlex
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from collections.abc import Mapping
+from pathlib import Path
 
 from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost
-from ascend_ready.checks.transport import FanoutOptions, Target
 from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.fleet.job import JobResult, root_cause, run_job, same_failure
+from ascend_ready.fleet.plan import HostPlan, JobPlan, NodeFacts, remote_command, render_dry_run
+from ascend_ready.fleet.sessions import open_sessions
+from ascend_ready.fleet.transport import Target
 from ascend_ready.training import launch as launch_mod
 from ascend_ready.training import node_files, node_probe, numa, worker_hooks
 from ascend_ready.training.config import TrainConfig, dump_config
-from ascend_ready.training.node_files import LOGS_DIR, PROFILE_DIR
-from ascend_ready.training.node_probe import NodeFacts
-from ascend_ready.training.remote import GRACE_S, JobResult, open_sessions, root_cause, run_job, same_failure
+from ascend_ready.training.node_files import PROFILE_DIR
+from ascend_ready.training.node_probe import DEFAULT_SET_ENV, LaunchOptions
 
-__all__ = [
-    "HostPlan",
-    "JobPlan",
-    "LaunchOptions",
-    "launch",
-    "plan_job",
-    "remote_command",
-    "render_dry_run",
-]
+__all__ = ["DEFAULT_SET_ENV", "LaunchOptions", "launch", "plan_job"]
 
-GUARD_MODULE = "ascend_ready.training.node_guard"
 RESOLVED_CONFIG = "config.yaml"
-DEFAULT_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
-#: a node's guard stops its job after this long without the controller's heartbeat (remote.HEARTBEAT_S)
-GUARD_SILENCE_S = 30.0
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-@dataclass
-class LaunchOptions:
-    """How the controller reaches the nodes and what it starts there (the CLI's multi-node flags)."""
-
-    launch_spec: str | None = None
-    inventory: str | None = None
-    hosts: Sequence[str] = ()
-    skip_preflight: bool = False
-    #: checks training may start without judged (--waive), on top of those the spec waives
-    waive: Sequence[str] = ()
-    dry_run: bool = False
-    python: str | None = None
-    set_env: str = DEFAULT_SET_ENV
-    numa_bind: bool = True
-    profile_steps: tuple[int, int] | None = None
-    master_addr: str | None = None
-    master_port: int | None = None
-    node_output_dir: str | None = None
-    nproc_per_node: int | None = None
-    nnodes: int | None = None
-    fanout: FanoutOptions = field(default_factory=FanoutOptions)
-    preflight_command: str | None = None
-    preflight_timeout_s: int = 900
-    log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
 
 
 def parse_profile_steps(text: str | None) -> tuple[int, int] | None:
@@ -100,111 +61,6 @@ def parse_profile_steps(text: str | None) -> tuple[int, int] | None:
 
 
 # ----------------------------------------------------------------------------------- what runs where
-
-
-@dataclass
-class HostPlan:
-    """One node's part of the job: where it sits in it and exactly what is run there."""
-
-    name: str
-    target: Target
-    node_rank: int
-    nic: str | None
-    ip: str | None
-    devices: list[int]
-    python: str
-    training_user: str | None
-    env: dict[str, str]
-    torchrun: list[str]
-    bindings: list[numa.RankBinding]
-    set_env: str
-    facts: NodeFacts | None = None
-
-    @property
-    def venv(self) -> str | None:
-        """The venv the interpreter belongs to (`/x/venv` for `/x/venv/bin/python`), or None."""
-        p = PurePosixPath(self.python)
-        return str(p.parent.parent) if p.parent.name == "bin" and p.name.startswith("python") else None
-
-
-@dataclass
-class JobPlan:
-    algo: str
-    run_id: str
-    output_dir: Path
-    master_addr: str
-    master_port: int
-    nproc_per_node: int
-    hosts: list[HostPlan]
-    not_started: dict[str, str]  # host -> why
-    checked: bool
-    node_output_dir: str | None = None
-
-    @property
-    def log_dir(self) -> Path:
-        return self.output_dir / LOGS_DIR / self.run_id
-
-    @property
-    def node_output(self) -> str:
-        """The run dir on every node: --node-output-dir (a shared filesystem mounted elsewhere on the nodes
-        than on the controller), else the controller's --output-dir path, shared or not."""
-        return self.node_output_dir or str(self.output_dir)
-
-
-def _q(value: object) -> str:
-    return shlex.quote(str(value))
-
-
-def _check_env(env: Mapping[str, str]) -> None:
-    bad = [k for k in env if not _ENV_NAME.match(k)]
-    if bad:
-        raise ConfigError(f"environment variable name(s) {', '.join(map(repr, bad))} are not shell names",
-                          hint="launch.hccl.extra_env keys: letters, digits and _, not starting with a digit")
-
-
-def remote_script(host: HostPlan, plan: JobPlan) -> str:
-    """The shell script one node runs: every value in it is shell-quoted (a test runs it on /bin/sh with
-    `;`, `$(...)` and newlines in the values and checks that nothing but the job is run)."""
-    _check_env(host.env)
-    out = plan.node_output
-    lines = [
-        f"mkdir -p {_q(out)} && cd {_q(out)} || exit 97",
-        # set_env.sh is written for an interactive shell: sourced without -e or -u.
-        f"if [ -r {_q(host.set_env)} ]; then . {_q(host.set_env)}; fi",
-    ]
-    if host.venv:
-        lines.append(f"VIRTUAL_ENV={_q(host.venv)}; export VIRTUAL_ENV")
-        lines.append(f'PATH={_q(host.venv + "/bin")}:"$PATH"; export PATH')
-    lines += [f"{k}={_q(v)}; export {k}" for k, v in host.env.items()]
-    guard = [host.python, "-u", "-m", GUARD_MODULE, "--job", job_marker(plan, host),
-             "--heartbeat-timeout", f"{GUARD_SILENCE_S:g}", "--grace", f"{GRACE_S:g}", "--", *host.torchrun]
-    lines.append("exec " + " ".join(_q(a) for a in guard))
-    return "\n".join(lines) + "\n"
-
-
-def job_marker(plan: JobPlan, host: HostPlan) -> str:
-    """The ASCEND_TRAIN_JOB value of one node's processes: the run and the host, so that two "nodes" on
-    one machine (local tests, a controller that is also a node) never stop each other's processes."""
-    return f"{plan.run_id}.{host.name}"
-
-
-def as_user(script: str, training_user: str | None, login_user: str | None) -> str:
-    """`/bin/sh -c SCRIPT`, through `sudo -n -u USER` where the training user is not the SSH user (the
-    Ray cluster of --engine verl starts the same way)."""
-    shell = f"/bin/sh -c {_q(script)}"
-    if training_user and training_user != login_user:
-        return f"sudo -n -H -u {_q(training_user)} -- {shell}"
-    return shell
-
-
-def _as_user(host: HostPlan, script: str) -> str:
-    login = (host.facts.login_user if host.facts else None) or host.target.user
-    return as_user(script, host.training_user, login)
-
-
-def remote_command(host: HostPlan, plan: JobPlan) -> str:
-    """The exact command line the controller's SSH session runs on the node."""
-    return _as_user(host, remote_script(host, plan))
 
 
 def worker_argv(plan: JobPlan, resume: bool) -> list[str]:
@@ -313,28 +169,6 @@ def plan_job(
     return plan
 
 
-def render_dry_run(plan: JobPlan) -> str:
-    """Per host: the exact command line its SSH session runs and the environment the job gets."""
-    out = [f"{len(plan.hosts)} node(s) x {plan.nproc_per_node} process(es); master "
-           f"{plan.master_addr}:{plan.master_port}; run dir {plan.node_output} on every node; "
-           f"job {plan.run_id}"]
-    out += [f"not started: {name} ({why})" for name, why in plan.not_started.items()]
-    for h in plan.hosts:
-        t = h.target
-        out.append(f"== {h.name}: node rank {h.node_rank}, ssh {t.user + '@' if t.user else ''}"
-                   f"{t.address}{':' + str(t.port) if t.port else ''}"
-                   f"{' via ' + t.proxy_jump if t.proxy_jump else ''}")
-        out.append("environment:")
-        if h.venv:
-            out += [f"  VIRTUAL_ENV={_q(h.venv)}", f"  PATH={_q(h.venv + '/bin')}:$PATH"]
-        out += [f"  {k}={_q(v)}" for k, v in h.env.items()]
-        out.append(f"  (sourced first, if present: {h.set_env})")
-        out += [f"numa: {b.describe()}" for b in h.bindings]
-        out.append("command:")
-        out.append(remote_command(h, plan).rstrip("\n"))
-    return "\n".join(out) + "\n"
-
-
 # ----------------------------------------------------------------------------------- the command
 
 
@@ -368,7 +202,7 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         if sessions:
             probe_as = {n: u for n, u in users.items() if u and u != targets[n].user}
             facts = node_probe.probe_all(
-                sessions, master,
+                {n: targets[n] for n in sessions}, opts.fanout, master,
                 lambda n: node_probe.required_paths(cfg, python_of[n], opts.set_env,
                                                     None if opts.dry_run else config_path),
                 f"{node_output}/{marker.name}" if marker else None, nonce, probe_as)

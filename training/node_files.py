@@ -9,18 +9,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ascend_ready.checks.transport import Target
 from ascend_ready.errors import AscendReadyError
-from ascend_ready.training.remote import Session
+from ascend_ready.fleet.plan import LOGS_DIR
+from ascend_ready.fleet.sessions import Session
+from ascend_ready.fleet.transport import Target
 
 if TYPE_CHECKING:
-    from ascend_ready.training.multinode import JobPlan, LaunchOptions
+    from ascend_ready.fleet.plan import JobPlan
+    from ascend_ready.training.node_probe import LaunchOptions
 
 __all__ = ["fetch_plogs", "fetch_results", "push_resume_state"]
 
-# Folders of the run dir, a subfolder per run in each: every node's log, written on the controller (never
-# fetched), and the ranks' profiler traces.
-LOGS_DIR = "logs"
+#: the run dir's folder of the ranks' profiler traces, a subfolder per run (its logs: fleet.plan.LOGS_DIR,
+#: written on the controller, never fetched)
 PROFILE_DIR = "profile"
 
 
@@ -82,9 +83,9 @@ def fetch_results(plan: JobPlan, sessions: Mapping[str, Session], log: Callable[
 def fetch_plogs(targets: Sequence[Target], log_dir: Path, opts: LaunchOptions) -> None:
     """The tails of each node's newest CANN plogs (the `collect --plogs` probe, bounded on the node) into
     LOG_DIR/<host>-plogs.log, so the diagnosis of a failed job reads the runtime's own logs too."""
+    from ascend_ready.checks.collect import collect
     from ascend_ready.checks.diagnose.probes import PLOGS
     from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
-    from ascend_ready.checks.transport import collect
 
     if not targets:
         return

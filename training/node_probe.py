@@ -1,34 +1,38 @@
 """Before a multi-node job starts: which nodes it runs on (resolve_fleet: a launch spec, or the inventory's
-hosts after a passing preflight) and what each has (probe_all: one read-only probe per node).
+hosts after a passing preflight) and what each has (probe_all: one read-only batch of the preflight's own
+probes per node, through its fan-out).
 
 The trl launcher (training/multinode.py) and verl's Ray cluster (training/verl_glue.py) both start here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from shlex import quote
-from typing import TYPE_CHECKING
 
 from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost, load_launch_spec
-from ascend_ready.checks.transport import Target
+from ascend_ready.checks.collect import collect
+from ascend_ready.checks.probes import Probe
+from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
+from ascend_ready.checks.resources.npu import NPU_SMI_TOPO
+from ascend_ready.checks.snapshot import HostSnapshot
 from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.fleet.plan import NodeFacts
+from ascend_ready.fleet.transport import FanoutOptions, Target
 from ascend_ready.training import numa
 from ascend_ready.training.config import TrainConfig
-from ascend_ready.training.remote import Session
-
-if TYPE_CHECKING:
-    from ascend_ready.training.multinode import LaunchOptions
 
 __all__ = [
-    "Fleet",
-    "NodeFacts",
+    "DEFAULT_SET_ENV",
+    "JobNodes",
+    "LaunchOptions",
+    "fact_probes",
     "probe_all",
-    "probe_script",
-    "read_probe",
+    "read_facts",
     "refuse_changed_versions",
     "refuse_missing",
     "required_paths",
@@ -36,15 +40,42 @@ __all__ = [
     "spec_with_routes",
 ]
 
-PROBE_TIMEOUT_S = 30.0
-_PROBE = "@@probe"
+
+DEFAULT_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+
+
+@dataclass
+class LaunchOptions:
+    """How the controller reaches the nodes and what it starts there (the CLI's multi-node flags)."""
+
+    launch_spec: str | None = None
+    inventory: str | None = None
+    hosts: Sequence[str] = ()
+    skip_preflight: bool = False
+    #: checks training may start without judged (--waive), on top of those the spec waives
+    waive: Sequence[str] = ()
+    dry_run: bool = False
+    python: str | None = None
+    set_env: str = DEFAULT_SET_ENV
+    numa_bind: bool = True
+    profile_steps: tuple[int, int] | None = None
+    master_addr: str | None = None
+    master_port: int | None = None
+    node_output_dir: str | None = None
+    nproc_per_node: int | None = None
+    nnodes: int | None = None
+    fanout: FanoutOptions = field(default_factory=FanoutOptions)
+    preflight_command: str | None = None
+    preflight_timeout_s: int = 900
+    log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True)
+
 
 
 # ----------------------------------------------------------------------------------- which nodes
 
 
 @dataclass
-class Fleet:
+class JobNodes:
     """The nodes of a job before any session opens: from the launch spec (judged), or the inventory's
     hosts after a passing preflight (`hosts` None until the probe gives their routes, spec_with_routes)."""
 
@@ -60,7 +91,7 @@ class Fleet:
     users: dict[str, str | None]  # host -> the training user the spec or inventory names
 
 
-def resolve_fleet(cfg: TrainConfig, opts: LaunchOptions) -> Fleet:
+def resolve_fleet(cfg: TrainConfig, opts: LaunchOptions) -> JobNodes:
     """Spec or preflight, the hosts to start, the master, each host's interpreter and training user (the
     trl launcher, training/multinode.py, and verl's Ray cluster, training/verl_glue.py, start from the
     same)."""
@@ -84,12 +115,12 @@ def resolve_fleet(cfg: TrainConfig, opts: LaunchOptions) -> Fleet:
                  or sys.executable for n in start}
     users = {n: named.get(n, (None, None))[0] if from_inventory else hosts_spec[n].training_user
              for n in start}
-    return Fleet(spec, targets, from_inventory, report, hosts_spec, start, master, port, python_of, users)
+    return JobNodes(spec, targets, from_inventory, report, hosts_spec, start, master, port, python_of, users)
 
 
 def _inventory_targets(opts: LaunchOptions) -> list[Target]:
     """The hosts -i or --hosts name, with their SSH details."""
-    from ascend_ready.checks.inventory import load_inventory, parse_hosts
+    from ascend_ready.fleet.inventory import load_inventory, parse_hosts
 
     if opts.inventory:
         return load_inventory(opts.inventory)
@@ -143,7 +174,6 @@ def _training_envs(targets: Mapping[str, Target]) -> dict[str, tuple[str | None,
     """(training user, interpreter) each inventory host names (None where it names none), as ascend-check
     reads them (checks.preflight.training_env)."""
     from ascend_ready.checks.preflight import training_env
-    from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
 
     profile = load_profile(DEFAULT_PROFILE)
     out = {}
@@ -167,7 +197,6 @@ def refuse_changed_versions(spec: LaunchSpec, hosts: Mapping[str, LaunchSpecHost
     if not any(h.fingerprint for h in hosts.values()):
         return  # a spec made without fingerprints (--skip-preflight) has nothing to compare
     from ascend_ready.checks.cluster.launchspec import current_fingerprints
-    from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
 
     base = load_profile(DEFAULT_PROFILE)
     profiles = {}
@@ -181,20 +210,6 @@ def refuse_changed_versions(spec: LaunchSpec, hosts: Mapping[str, LaunchSpecHost
 
 
 # ----------------------------------------------------------------------------------- what each node has
-
-
-@dataclass
-class NodeFacts:
-    """What the read-only probe found on one node before anything starts."""
-
-    login_user: str | None = None
-    master_ip: str | None = None
-    route: str | None = None
-    addr: str | None = None
-    topo: str | None = None
-    numa_nodes: str | None = None
-    sees_output: bool = False
-    missing: dict[str, str] = field(default_factory=dict)  # label -> path that is not there
 
 
 def required_paths(cfg: TrainConfig, python: str, set_env: str, config_path: str | None,
@@ -214,81 +229,77 @@ def required_paths(cfg: TrainConfig, python: str, set_env: str, config_path: str
     return paths
 
 
-def probe_script(master: str, paths: Mapping[str, tuple[str, str]], marker: str | None) -> str:
-    """A read-only shell script: the master's address as the node resolves it, the route to it, the
-    addresses that hold it, the required paths, the controller's marker file, NPU topology, NUMA nodes."""
-    lines = [
-        f'b() {{ echo "{_PROBE} begin $1"; }}',
-        f'e() {{ echo "{_PROBE} end $1 $2"; }}',
-        f"m={quote(master)}",
-        # a name: resolved by the node itself (its resolver, its /etc/hosts), as torchrun will
-        "case \"$m\" in *[!0-9.:]*) m=$(getent ahostsv4 \"$m\" 2>/dev/null | awk 'NR==1 {print $1}');; esac",
-        'b master; echo "$m"; e master 0',
-        'b user; id -un 2>&1; e user $?',
-        'b route; ip -o route get "$m" 2>&1; e route $?',
-        'b addr; ip -o addr show to "$m" 2>&1; e addr $?',
+def fact_probes(master: str, paths: Mapping[str, tuple[str, str]], marker: str | None,
+                ) -> tuple[list[Probe], dict[str, str]]:
+    """The read-only probes of one node before the start, in the preflight's probe batch (checks/probes.py):
+    the master's address as the node resolves it, the login user, the route and the addresses toward it,
+    NPU topology (the preflight's `npu-smi-topo`), NUMA nodes, and as the training user the required paths
+    and the controller's marker file. Returns (probes, probe id -> path label)."""
+    # a name: resolved by the node itself (its resolver, its /etc/hosts), as torchrun will
+    resolve = (f"m={quote(master)}; case \"$m\" in *[!0-9.:]*) "
+               "m=$(getent ahostsv4 \"$m\" 2>/dev/null | awk 'NR==1 {print $1}');; esac; ")
+    probes = [
+        Probe("master", shell=resolve + 'echo "$m"',
+              description="the master's address as the node resolves it"),
+        # the SSH login user, also where the batch runs through sudo (become)
+        Probe("login", shell='echo "${SUDO_USER:-$(id -un)}"'),
+        Probe("route", shell=resolve + 'ip -o route get "$m"'),
+        Probe("addr", shell=resolve + 'ip -o addr show to "$m"'),
+        NPU_SMI_TOPO(load_profile(DEFAULT_PROFILE)),
+        Probe("numa-nodes", shell=f"grep -H . {numa.NODE_CPULISTS}", description="NUMA nodes' CPU lists"),
     ]
-    for label, (flag, path) in paths.items():
-        lines.append(f"b {quote('path:' + label)}; test {flag} {quote(path)}; e {quote('path:' + label)} $?")
+    labels = {}
+    for n, (label, (flag, path)) in enumerate(paths.items()):
+        labels[f"path-{n}"] = label
+        probes.append(Probe(f"path-{n}", argv=("test", flag, path), as_user=True, description=label))
     if marker:
-        lines.append(f"b shared; cat {quote(marker)} 2>/dev/null; rc=$?; echo; e shared $rc")
-    lines += [
-        "b topo; if command -v npu-smi >/dev/null 2>&1; then npu-smi info -t topo 2>&1; "
-        "else echo 'npu-smi: not installed'; false; fi; e topo $?",
-        f"b nodes; grep -H . {numa.NODE_CPULISTS} 2>&1; e nodes $?",
-    ]
-    return "\n".join(lines) + "\n"
+        probes.append(Probe("shared", argv=("cat", marker), as_user=True,
+                            description="the controller's marker file (a shared run dir)"))
+    return probes, labels
 
 
-def read_probe(text: str, paths: Mapping[str, tuple[str, str]], nonce: str | None) -> NodeFacts:
-    """NodeFacts from the probe's output (sections between `@@probe begin X` and `@@probe end X RC`)."""
-    blocks: dict[str, tuple[int, str]] = {}
-    name, body = None, []
-    for line in text.splitlines():
-        if line.startswith(f"{_PROBE} begin "):
-            name, body = line.split(" ", 2)[2], []
-        elif line.startswith(f"{_PROBE} end ") and name is not None:
-            rc = line.rsplit(" ", 1)[-1]
-            blocks[name] = (int(rc) if rc.lstrip("-").isdigit() else -1, "\n".join(body))
-            name = None
-        elif name is not None:
-            body.append(line)
+def read_facts(snap: HostSnapshot, labels: Mapping[str, str], paths: Mapping[str, tuple[str, str]],
+               nonce: str | None) -> NodeFacts:
+    """NodeFacts from a node's fact_probes results: a probe that failed or printed nothing is unknown (None),
+    a required path whose test did not pass is missing."""
 
-    def ok(key: str) -> str | None:
-        rc, out = blocks.get(key, (-1, ""))
-        return out if rc == 0 and out.strip() else None
+    def ok(probe_id: str) -> str | None:
+        res = snap.probes.get(probe_id)
+        return res.stdout if res is not None and res.rc == 0 and res.stdout.strip() else None
 
     facts = NodeFacts(
-        login_user=(ok("user") or "").strip() or None,
+        login_user=(ok("login") or "").strip() or None,
         master_ip=(ok("master") or "").strip() or None,
-        route=ok("route"), addr=ok("addr"), topo=ok("topo"), numa_nodes=ok("nodes"),
+        route=ok("route"), addr=ok("addr"), topo=ok(NPU_SMI_TOPO.id), numa_nodes=ok("numa-nodes"),
         sees_output=nonce is not None and (ok("shared") or "").strip() == nonce,
     )
-    for label, (_flag, path) in paths.items():
-        if blocks.get(f"path:{label}", (1, ""))[0] != 0:
-            facts.missing[label] = path
+    for probe_id, label in labels.items():
+        res = snap.probes.get(probe_id)
+        if res is None or res.rc != 0:
+            facts.missing[label] = paths[label][1]
     return facts
 
 
-def probe_all(sessions: Mapping[str, Session], master: str, paths_of: Callable[[str], dict],
-              marker: str | None, nonce: str | None, users: Mapping[str, str]) -> dict[str, NodeFacts]:
-    from concurrent.futures import ThreadPoolExecutor
+def probe_all(targets: Mapping[str, Target], fanout: FanoutOptions, master: str,
+              paths_of: Callable[[str], dict], marker: str | None, nonce: str | None,
+              users: Mapping[str, str]) -> dict[str, NodeFacts]:
+    """Every node's facts, one probe batch each through the preflight's fan-out. `users`: host -> the
+    training user the paths are tested as, where it is not the SSH user (the batch then runs through
+    sudo -n, as the job will)."""
+    plans = {name: fact_probes(master, paths_of(name), marker) for name in targets}
+    run_on = [dataclasses.replace(t, become=True) if users.get(name) and not t.become else t
+              for name, t in targets.items()]
 
-    def one(name: str) -> tuple[str, NodeFacts]:
-        paths = paths_of(name)
-        script = probe_script(master, paths, marker)
-        user = users.get(name)
-        cmd = f"/bin/sh -c {quote(script)}"
-        if user:
-            cmd = f"sudo -n -H -u {quote(user)} -- {cmd}"
-        rc, out = sessions[name].capture(cmd, PROBE_TIMEOUT_S)
-        if rc != 0 and _PROBE not in out:
-            raise TrainingError(f"{name}: the pre-start probe failed (exit {rc}): {out.strip()[-300:]}",
-                                hint="check the node's shell and, for another training user, sudo -n")
-        return name, read_probe(out, paths, nonce)
+    def plan(t: Target) -> tuple[list[Probe], str]:
+        return plans[t.name][0], users.get(t.name) or t.user or "root"
 
-    with ThreadPoolExecutor(max_workers=min(32, len(sessions))) as pool:
-        return dict(pool.map(one, list(sessions)))
+    facts = {}
+    for snap in collect(run_on, plan, fanout):
+        if not snap.reachable:
+            raise TrainingError(f"{snap.name}: the pre-start probe failed: {snap.error}",
+                                hint="check the node's SSH access and, for another training user, sudo -n")
+        facts[snap.name] = read_facts(snap, plans[snap.name][1], paths_of(snap.name), nonce)
+    return facts
 
 
 def spec_with_routes(report, targets: Mapping[str, Target], facts: Mapping[str, NodeFacts], master: str,

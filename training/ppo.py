@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.fleet.devices import OOM_HINT, Runtime, barrier, is_oom, require
 from ascend_ready.training.checkpoint import (
     latest_checkpoint,
     read_marker,
@@ -44,7 +45,6 @@ from ascend_ready.training.checkpoint import (
 )
 from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import load_prompts
-from ascend_ready.training.devices import OOM_HINT, Runtime, barrier, is_oom, require
 from ascend_ready.training.evaluate import accuracy, generate
 from ascend_ready.training.metrics import PLOT_FILE, MetricsLogger, plot_metrics
 from ascend_ready.training.models import (

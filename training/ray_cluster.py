@@ -111,7 +111,7 @@ class RayCluster:
         return argv
 
     def _script(self, node: RayNode, body: list[str]) -> str:
-        from ascend_ready.training.multinode import as_user
+        from ascend_ready.fleet.plan import as_user
 
         q = shlex.quote
         lines = []
@@ -218,7 +218,7 @@ def cluster_from_spec(hosts: Mapping[str, object], *, python: Mapping[str, str] 
 
 
 def runner(sessions: Mapping[str, object]) -> Runner:
-    """`run(node, command, timeout_s)` over the multi-node launcher's sessions (training/remote.py)."""
+    """`run(node, command, timeout_s)` over the multi-node launcher's sessions (fleet/sessions.py)."""
     return lambda node, command, timeout_s: sessions[node].capture(command, timeout_s)
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ascend_ready.fleet.devices import Runtime, require
 from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import load_prompts, preference_rows
-from ascend_ready.training.devices import Runtime, require
 from ascend_ready.training.metrics import MetricsLogger
 from ascend_ready.training.models import load_tokenizer, model_dir, peft_config
 from ascend_ready.training.trl_glue import AscendCallback, resume_point, run_trainer, training_arguments

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ascend_ready.fleet.devices import Runtime, require
 from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import load_prompts, sft_rows
-from ascend_ready.training.devices import Runtime, require
 from ascend_ready.training.evaluate import accuracy
 from ascend_ready.training.metrics import MetricsLogger
 from ascend_ready.training.models import load_tokenizer, model_dir, peft_config

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.fleet.devices import OOM_HINT, Runtime, is_oom, require
 from ascend_ready.training.checkpoint import commit_checkpoint, latest_checkpoint, read_marker
 from ascend_ready.training.config import TrainConfig
-from ascend_ready.training.devices import OOM_HINT, Runtime, is_oom, require
 from ascend_ready.training.metrics import PLOT_FILE, MetricsLogger, finite, plot_metrics
 
 CHECKPOINT_DIR = "checkpoints"

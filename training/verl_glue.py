@@ -178,7 +178,7 @@ def _runtime(sessions: dict, cluster: Any, modules: tuple[str, ...]
     packages the matrix pins), read with the node's interpreter."""
     import shlex
 
-    from ascend_ready.training.multinode import as_user
+    from ascend_ready.fleet.plan import as_user
 
     found = {}
     for node in cluster.nodes:
@@ -230,9 +230,10 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
     import secrets
     import time
 
+    from ascend_ready.fleet.job import root_cause, run_job
+    from ascend_ready.fleet.sessions import open_sessions
     from ascend_ready.training import multinode as mn
     from ascend_ready.training import node_probe, ray_cluster
-    from ascend_ready.training.remote import open_sessions, root_cause, run_job
 
     out = out.absolute()
     log = opts.log
@@ -257,7 +258,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
             stack.callback(marker.unlink, missing_ok=True)
         probe_as = {n: u for n, u in fleet.users.items() if u and u != fleet.targets[n].user}
         facts = node_probe.probe_all(
-            sessions, fleet.master,
+            {n: fleet.targets[n] for n in sessions}, opts.fanout, fleet.master,
             lambda n: node_probe.required_paths(cfg, fleet.python[n], opts.set_env, None),
             f"{node_out}/{marker.name}" if marker else None, nonce, probe_as) if sessions else {}
         hosts = fleet.hosts

@@ -21,16 +21,23 @@ from ascend_ready.checks.cluster.collective import (
     CollectiveRecord,
     Measurement,
     parse_lines,
+    parse_size,
 )
+from ascend_ready.checks.cluster.launchspec import spec_from_report
+from ascend_ready.checks.collect import collect
 from ascend_ready.checks.probes import Probe
 from ascend_ready.checks.profile import HardwareProfile
 from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult
-from ascend_ready.checks.transport import FanoutOptions, Target, collect
 from ascend_ready.errors import AscendReadyError, ParseError
+from ascend_ready.fleet.devices import BACKENDS
+from ascend_ready.fleet.job import root_cause, run_job, same_failure
+from ascend_ready.fleet.plan import HostPlan, JobPlan, NodeFacts, hccl_env, remote_command, torchrun_command
+from ascend_ready.fleet.sessions import open_sessions
+from ascend_ready.fleet.transport import FanoutOptions, Target
 
 __all__ = ["DEVICE_PROBE", "Sweep", "record", "run_collective", "sweep_for"]
 
-WORKER_MODULE = "ascend_ready.checks.cluster.collective"
+WORKER_MODULE = "ascend_ready.checks.cluster.collective_worker"
 #: where each node's worker runs (its working directory; nothing is written there)
 NODE_DIR = "/tmp/ascend-check-collective"
 #: what the training interpreter would run the worker on, without importing torch (seconds on a loaded
@@ -165,13 +172,6 @@ def run_collective(
     `profiles`: each host's resolved profile (its training user and interpreter, the floors); `sweep`
     default: by the accelerator the hosts have; `nproc_per_node` default: the fewest devices a host has
     (one rank on CPU). Each node's worker is stopped after `deadline_s`."""
-    from ascend_ready.checks.cluster.launchspec import spec_from_report
-    from ascend_ready.training import launch as launch_mod
-    from ascend_ready.training.config import HcclConfig, LaunchConfig
-    from ascend_ready.training.multinode import HostPlan, JobPlan, remote_command
-    from ascend_ready.training.node_probe import NodeFacts
-    from ascend_ready.training.remote import open_sessions, root_cause, run_job, same_failure
-
     started = time.monotonic()
     names = [t.name for t in targets]
     master = "127.0.0.1" if targets[0].is_local else (targets[0].address or targets[0].name)
@@ -193,11 +193,9 @@ def run_collective(
                                   + "; ".join(f"{n}: {why}" for n, why in rec.errors.items()))
         return rec
     rec.device = kinds[0]
-    rec.backend = {"npu": "hccl", "cuda": "nccl"}.get(rec.device, "gloo")
+    rec.backend = BACKENDS.get(rec.device, "gloo")
     rec.nproc_per_node = nproc_per_node or min(hosts[t.name].count for t in ready)
     sweep = sweep or sweep_for(rec.device)
-    from ascend_ready.checks.cluster.collective import parse_size
-
     rec.sizes = sorted({parse_size(s) for s in sweep.sizes.split(",")})
     if ready[0] is not targets[0]:  # the routes were read to a master that cannot take part: read again
         master = "127.0.0.1" if ready[0].is_local else (ready[0].address or ready[0].name)
@@ -221,14 +219,13 @@ def run_collective(
                    Path(NODE_DIR), master, port, rec.nproc_per_node, [], {}, True, NODE_DIR)
     for rank, t in enumerate(ready):
         h, s = hosts[t.name], spec.hosts[t.name]
-        hccl = HcclConfig(connect_timeout=120, exec_timeout=int(deadline_s), socket_ifname=s.nic, if_ip=s.ip)
-        env = launch_mod.hccl_env(LaunchConfig(hccl=hccl), environ={})
+        env = hccl_env(connect_timeout=120, exec_timeout=int(deadline_s), socket_ifname=s.nic, if_ip=s.ip)
         env.update({"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
-        node = LaunchConfig(nnodes=len(ready), nproc_per_node=rec.nproc_per_node, node_rank=rank,
-                            master_addr=master, master_port=port)
         argv = [*sweep.argv(), "--host", t.name, "--device", rec.device, *pairs]
         torchrun = ["timeout", "-k", "5", f"{deadline_s:g}",
-                    *launch_mod.torchrun_command(node, argv, python=h.python, module=WORKER_MODULE)]
+                    *torchrun_command(argv, nnodes=len(ready), nproc_per_node=rec.nproc_per_node,
+                                      node_rank=rank, master_addr=master, master_port=port, python=h.python,
+                                      module=WORKER_MODULE)]
         plan.hosts.append(HostPlan(
             name=t.name, target=t, node_rank=rank, nic=s.nic, ip=s.ip, devices=[], python=h.python,
             training_user=h.profile.training_user, env=env, torchrun=torchrun, bindings=[],

@@ -14,22 +14,22 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
+from ascend_ready.checks.cluster.ranktable import build_rank_table, healthy_devices, table_hosts
 from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
 
 if TYPE_CHECKING:
     from ascend_ready.checks.report import Report
-    from ascend_ready.checks.snapshot import HostSnapshot
-    from ascend_ready.checks.transport import Target
+    from ascend_ready.fleet.transport import Target
 
 __all__ = [
     "LAUNCH_SPEC_SCHEMA_VERSION",
     "LaunchSpec",
     "LaunchSpecHost",
     "LaunchSpecRefused",
-    "healthy_devices",
     "load_launch_spec",
     "require_covered",
     "spec_from_report",
+    "write_launch_spec",
 ]
 
 #: 2: what the preflight covered (select, skip, selected_checks; per host judged_checks and training_checks),
@@ -95,7 +95,7 @@ class LaunchSpecHost(_Model):
 
     def target(self, name: str) -> Target:
         """How to reach this host over SSH (unset fields fall back to ssh_config, as for ascend-check)."""
-        from ascend_ready.checks.transport import Target
+        from ascend_ready.fleet.transport import Target
 
         return Target(name=name, address=self.address, port=self.ssh_port, user=self.ssh_user,
                       key_file=self.ssh_key_file, known_hosts_file=self.known_hosts_file,
@@ -369,30 +369,6 @@ def spec_from_report(
     )
 
 
-def healthy_devices(host: HostSnapshot) -> tuple[list[int], dict[str, str]]:
-    """(device ids of the chips `npu-smi info` shows healthy, excluded id -> why) from a host snapshot.
-
-    Device ids are logical, as ASCEND_RT_VISIBLE_DEVICES counts them: the table's Device column where it
-    has one (310/310P), else the chips' position in NPU then chip order.
-    A host whose table was not read has no known-good device: ([], {}) with nothing claimed.
-    """
-    from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
-
-    result = host.probes.get("npu-smi-info")
-    if result is None or result.rc != 0 or not result.stdout.strip():
-        return [], {}
-    info = parse_npu_smi_info(result.stdout)
-    healthy, excluded = [], {}
-    chips = [(npu.id, chip) for npu in info.npus for chip in npu.chips]
-    for index, (npu_id, chip) in enumerate(sorted(chips, key=lambda c: (c[0], c[1].chip_id))):
-        device = chip.device_id if chip.device_id is not None else index  # 310P prints its Device column
-        if chip.health == "OK":
-            healthy.append(device)
-        else:
-            excluded[str(device)] = f"NPU {npu_id} chip {chip.chip_id} health {chip.health} in npu-smi info"
-    return healthy, excluded
-
-
 #: what a launch spec fingerprints per node, and re-reads at launch: the software stack (fleet.stack)
 def fingerprint_hosts(snapshot, profiles: Mapping[str, object]) -> dict[str, dict[str, str]]:
     """component -> version of every reachable host of `snapshot` (what fleet.stack compares)."""
@@ -428,8 +404,8 @@ def stack_probe_ids() -> set[str]:
 def current_fingerprints(targets: Sequence[Target], fanout, profiles: Mapping[str, object]) -> dict:
     """Read every target's stack again now (one batch each): what `LaunchSpec.check_versions` compares."""
     from ascend_ready.checks.catalog import plan
+    from ascend_ready.checks.collect import collect
     from ascend_ready.checks.snapshot import Snapshot
-    from ascend_ready.checks.transport import collect
 
     wanted = stack_probe_ids()
     hosts = collect(list(targets), lambda t: (plan(profiles[t.name], wanted), profiles[t.name].training_user),
@@ -444,9 +420,8 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
     healthy devices, stack fingerprint and the NIC with the route to the master (the first host that
     passed, as the node resolves it), and the HCCL rank table of the healthy devices where their device
     IPs were read (else `note` says why there is none)."""
-    from ascend_ready.checks.cluster.ranktable import build_rank_table, table_hosts
+    from ascend_ready.checks.collect import collect
     from ascend_ready.checks.probes import Probe
-    from ascend_ready.checks.transport import collect
 
     profiles = {name: h.profile for name, h in snapshot.hosts.items() if h.profile is not None}
     passed = [t for t in targets if any(r.host == t.name for r in report.results)
@@ -490,4 +465,19 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
         note("no rank table: " + (why or "the selected checks read no device IP")
              + " (hccl.ip reads device IPs, npu.* the healthy devices; or write the table alone: "
              "--rank-table FILE)")
+    return spec
+
+
+def write_launch_spec(path: Path, report: Report, snapshot, targets: Sequence[Target], fanout, *,
+                      valid_s: int = 3600, waived: Sequence[str] = (),
+                      note: Callable[[str], None] = lambda line: None) -> LaunchSpec:
+    """`ascend-check --launch-spec FILE`: make the spec (make_launch_spec) and write it; `note` gets what
+    it says on the way and the line naming the file."""
+    from ascend_ready.checks.report import write_atomic
+
+    spec = make_launch_spec(report, snapshot, targets, fanout, valid_s=valid_s, waived=waived,
+                            note=lambda line: note(f"launch spec: {line}"))
+    write_atomic(path, spec.model_dump_json(indent=1) + "\n")
+    note(f"launch spec: {path} ({len(spec.startable_hosts())} of {len(spec.hosts)} host(s) may start, "
+         f"valid {valid_s} s)")
     return spec

@@ -22,11 +22,13 @@ from ascend_ready.checks.cluster.mesh import (
     isolate,
     rounds,
 )
+from ascend_ready.checks.collect import collect
 from ascend_ready.checks.parsers.hccn import parse_hccn_ping
 from ascend_ready.checks.probes import Probe
+from ascend_ready.checks.profile import HardwareProfile
 from ascend_ready.checks.snapshot import HostSnapshot
-from ascend_ready.checks.transport import FanoutOptions, Target, collect
 from ascend_ready.errors import AscendReadyError, ParseError
+from ascend_ready.fleet.transport import FanoutOptions, Target
 
 __all__ = ["PING_PACKETS", "MeshRun", "judge_ping", "mesh", "ping_probe", "read_device_ips", "run_mesh"]
 
@@ -164,16 +166,15 @@ def run_mesh(
 
 
 def read_device_ips(
-    targets: Sequence[Target], fanout_options: FanoutOptions, *, profile: str | None = None
+    targets: Sequence[Target], fanout_options: FanoutOptions, profiles: Mapping[str, HardwareProfile]
 ) -> tuple[dict[str, dict[int, str]], dict[End | str, list[str]]]:
     """Every node's device IPs (`hccn_tool -i N -ip -g` on each /dev/davinciN, the preflight's own probe
     and parser), in one fan-out: (node -> device -> IP, problems). A problem is keyed by (node, device)
-    for one device without a readable IP, or by the node's name when none of its IPs could be read."""
-    from ascend_ready.checks.preflight import profiles_for
+    for one device without a readable IP, or by the node's name when none of its IPs could be read.
+    `profiles`: each host's resolved profile (preflight.profiles_for)."""
     from ascend_ready.checks.resources import Host, NicIp
     from ascend_ready.checks.resources.base import resource_closure
 
-    profiles = profiles_for(targets, profile)
 
     def plan(target: Target) -> tuple[list[Probe], str]:
         prof = profiles[target.name]
@@ -206,16 +207,17 @@ def read_device_ips(
 def mesh(
     targets: Sequence[Target],
     fanout_options: FanoutOptions,
+    profiles: Mapping[str, HardwareProfile],
     *,
     planes: Iterable[int] | None = None,
-    profile: str | None = None,
     round_timeout_s: float = 20.0,
     packets: int = PING_PACKETS,
 ) -> MeshRun:
     """The whole mesh, end to end: read every node's device IPs, then ping (what `ascend-check` calls).
 
-    `planes` default: every device index some node has an IP on."""
-    ips, problems = read_device_ips(targets, fanout_options, profile=profile)
+    `profiles`: each host's resolved profile (preflight.profiles_for); `planes` default: every device
+    index some node has an IP on."""
+    ips, problems = read_device_ips(targets, fanout_options, profiles)
     chosen = sorted(set(planes) if planes is not None else {d for devs in ips.values() for d in devs})
     known_bad: dict[End, list[str]] = {}
     for key, why in problems.items():

@@ -15,17 +15,20 @@ from typing import TYPE_CHECKING
 from ascend_ready.errors import AscendReadyError, ConfigError
 
 if TYPE_CHECKING:
+    from ascend_ready.checks.report import Report
     from ascend_ready.checks.snapshot import HostSnapshot, Snapshot
-    from ascend_ready.checks.transport import Target
+    from ascend_ready.fleet.transport import Target
 
 __all__ = [
     "RankTableHost",
     "build_rank_table",
     "fleet_rank_table",
+    "healthy_devices",
     "hostfile",
     "parse_exclude",
     "read_device_ips",
     "table_hosts",
+    "write_rank_table",
 ]
 
 #: what `--exclude` takes (the same strings `build_rank_table(exclude=...)` does)
@@ -192,6 +195,31 @@ def rank_table_version(profile) -> str:
     return "1.2" if getattr(profile, "matrix_product", None) == "910_93" else "1.0"
 
 
+def healthy_devices(host: HostSnapshot) -> tuple[list[int], dict[str, str]]:
+    """(device ids of the chips `npu-smi info` shows healthy, excluded id -> why) from a host snapshot.
+
+    Device ids are logical, as ASCEND_RT_VISIBLE_DEVICES counts them: the table's Device column where it
+    has one (310/310P), else the chips' position in NPU then chip order.
+    A host whose table was not read has no known-good device: ([], {}) with nothing claimed.
+    """
+    from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
+
+    result = host.probes.get("npu-smi-info")
+    if result is None or result.rc != 0 or not result.stdout.strip():
+        return [], {}
+    info = parse_npu_smi_info(result.stdout)
+    healthy, excluded = [], {}
+    chips = [(npu.id, chip) for npu in info.npus for chip in npu.chips]
+    for index, (npu_id, chip) in enumerate(sorted(chips, key=lambda c: (c[0], c[1].chip_id))):
+        device = chip.device_id if chip.device_id is not None else index  # 310P prints its Device column
+        if chip.health == "OK":
+            healthy.append(device)
+        else:
+            excluded[str(device)] = f"NPU {npu_id} chip {chip.chip_id} health {chip.health} in npu-smi info"
+    return healthy, excluded
+
+
+
 def fleet_rank_table(
     snapshot: Snapshot,
     targets: Sequence[Target],
@@ -212,10 +240,9 @@ def fleet_rank_table(
     names a device a node lacks, and for an A3 fleet (its super_device_ids are not read yet).
     """
     from ascend_ready.checks.catalog import plan
-    from ascend_ready.checks.cluster.launchspec import healthy_devices
+    from ascend_ready.checks.collect import collect
     from ascend_ready.checks.resources import NicIp, NpuSmi, probe_ids
     from ascend_ready.checks.snapshot import Snapshot
-    from ascend_ready.checks.transport import collect
 
     reachable = [t for t in targets if t.name in snapshot.hosts and snapshot.hosts[t.name].reachable]
     unreachable = sorted({t.name for t in targets} - {t.name for t in reachable})
@@ -275,3 +302,34 @@ def fleet_rank_table(
         note("rank table keeps hosts whose checks failed: " + "; ".join(kept_failed)
              + " (the report names the devices; leave them out with --exclude HOST or HOST:DEVICE)")
     return table
+
+
+def write_rank_table(report: Report, snapshot: Snapshot, targets: Sequence[Target], fanout,
+                     table_file: str | None, hosts_file: str | None, exclude: Iterable[str] = (), *,
+                     note: Callable[[str], None] = lambda line: None) -> bool:
+    """Write the rank table (`ascend-check --rank-table FILE`) and/or its host list (`--hostfile`); False
+    (after a `note` saying why) when no host has a device to put in it. Hosts whose checks failed in
+    `report` stay in, named (fleet_rank_table)."""
+    import json
+    from pathlib import Path
+
+    from ascend_ready.checks.report import write_atomic
+
+    failed: dict[str, list[str]] = {}
+    for r in report.results:
+        if r.status in ("fail", "error"):
+            failed.setdefault(r.host, []).append(r.check_id)
+    table = fleet_rank_table(snapshot, targets, fanout, exclude=exclude, failed=failed, note=note)
+    if table is None:
+        return False
+    devices = sum(len(s["device"]) for s in table["server_list"])
+    for path, text in ((table_file, json.dumps(table, indent=1) + "\n"), (hosts_file, hostfile(table))):
+        if path:
+            try:
+                write_atomic(Path(path), text)
+            except OSError as exc:
+                raise ConfigError(f"cannot write {path}: {exc.strerror or exc}",
+                                  hint="pick a file in a directory you may write") from None
+            what = "rank table" if path == table_file else "hostfile"
+            note(f"{what}: {path} ({devices} device(s) on {table['server_count']} host(s))")
+    return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -40,11 +41,12 @@ def parser(kind: str) -> Callable[[Callable[[str], M]], Callable[[str], M]]:
 
 
 def _load_all() -> None:
-    import ascend_ready.checks.parsers as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
+    """Import every parser module of this package (each registers its kinds), by its folder: the package
+    itself imports this module, so this module does not import it back."""
+    package = __name__.rpartition(".")[0]
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
         if info.name != "base":
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
+            importlib.import_module(f"{package}.{info.name}")
 
 
 def get_parser(kind: str) -> ParserFn:

@@ -14,8 +14,9 @@ import re
 from ascend_ready.checks.parsers._common import content, strip_preamble, text_lines, to_int
 from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, parser
 
-__all__ = ["ASCEND_NPU_DEVICE_IDS", "HUAWEI_VENDOR_ID", "PciDevice", "PciLink", "PciList", "PciVerbose",
-           "ascend_npu_model", "parse_lspci", "parse_lspci_vvv"]
+__all__ = ["ASCEND_NPUS", "ASCEND_NPU_DEVICE_IDS", "HUAWEI_VENDOR_ID", "PciDevice", "PciLink", "PciList",
+           "PciVerbose", "ascend_npu_model", "matrix_product", "npu_device_ids", "parse_lspci",
+           "parse_lspci_vvv"]
 
 HUAWEI_VENDOR_ID = "19e5"
 
@@ -26,13 +27,26 @@ HUAWEI_VENDOR_ID = "19e5"
 #: the ones Huawei's own CANN log-collection script greps for (PCIE_BDF_310 .. PCIE_BDF_910_93) and that
 #: the captures in tests/parsers/ show (d801 `lspci`, d802 `npu-smi info -t board`, d500 and d803 in
 #: deployment notes); see tests/parsers/real/INDEX.md.
-ASCEND_NPU_DEVICE_IDS: dict[str, str] = {
-    "d100": "Ascend 310",
-    "d500": "Ascend 310P",
-    "d801": "Ascend 910",
-    "d802": "Ascend 910B",
-    "d803": "Ascend 910_93 (A3)",
+#: With each: its product id in the compatibility matrix (provision/matrix.yml; None: not in it), which the
+#: playbooks' `ascend_npu_product` filter and the hardware profiles' `pci_device_ids` read from here.
+ASCEND_NPUS: dict[str, tuple[str, str | None]] = {
+    "d100": ("Ascend 310", None),
+    "d500": ("Ascend 310P", "310p"),
+    "d801": ("Ascend 910", None),
+    "d802": ("Ascend 910B", "910b"),
+    "d803": ("Ascend 910_93 (A3)", "910_93"),
 }
+ASCEND_NPU_DEVICE_IDS: dict[str, str] = {device: name for device, (name, _) in ASCEND_NPUS.items()}
+
+
+def matrix_product(device_id: str | None) -> str | None:
+    """The compatibility matrix's product id of an NPU PCI device id (`d802` -> `910b`), else None."""
+    return ASCEND_NPUS.get((device_id or "").lower(), (None, None))[1]
+
+
+def npu_device_ids(product: str) -> list[str]:
+    """The PCI device ids of the matrix product `product` (`910b` -> [`d802`])."""
+    return [device for device, (_, of) in ASCEND_NPUS.items() if of == product]
 
 
 def ascend_npu_model(vendor_id: str | None, device_id: str | None) -> str | None:
@@ -50,6 +64,8 @@ _HEADER_RE = re.compile(
     r"(?: \(rev (?P<rev>[0-9a-fA-F]{2})\))?"
     r"(?: \(prog-if [^)]*\))?\s*$")
 _DEVICE_WORD_RE = re.compile(r"\bDevice ([0-9a-fA-F]{4})$")
+_NUMERIC_RE = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$")
+_CLASS_ID_RE = re.compile(r"^[0-9a-fA-F]{4}$")
 _HUAWEI = HUAWEI_VENDOR_ID
 
 
@@ -88,9 +104,12 @@ def _device(kind: str, line: Line) -> PciDevice:
         vendor = _HUAWEI
     if device is None and (word := _DEVICE_WORD_RE.search(desc)):
         device = word[1].lower()
-    cls = match["cls"].strip()
+    cls, cls_id = match["cls"].strip(), match["cls_id"]
+    if vendor is None and (numeric := _NUMERIC_RE.match(desc)) and _CLASS_ID_RE.match(cls):
+        # `lspci -n`: `c1:00.0 1200: 19e5:d802 (rev 20)`, ids only (the playbooks' stack probe reads it)
+        vendor, device, cls_id = numeric[1].lower(), numeric[2].lower(), cls
     model = ascend_npu_model(vendor, device)
-    return PciDevice(bdf=_bdf(match["bdf"]), class_name=cls, class_id=match["cls_id"], description=desc,
+    return PciDevice(bdf=_bdf(match["bdf"]), class_name=cls, class_id=cls_id, description=desc,
                      vendor_id=vendor, device_id=device, revision=match["rev"],
                      is_ascend_npu=model is not None, npu_model=model)
 
@@ -100,7 +119,7 @@ _COMMANDS = ("lspci",)
 
 
 class PciList(ParsedModel):
-    """`lspci [-nn] [-D]` (any filter, e.g. `| grep acce`)."""
+    """`lspci [-n | -nn] [-D]` (any filter, e.g. `| grep acce`)."""
 
     devices: list[PciDevice]
 

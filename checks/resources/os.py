@@ -1,5 +1,5 @@
 """OS resources: THP, kernel parameters, the training user's limits, accounts, glibc, kernel headers,
-free space and the clock, each with the probe it runs (parsed by checks/parsers/os_probes.py).
+free space and the clock, each with the probe it runs (parsed by checks/parsers/os_commands.py).
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from functools import cached_property
 
-from ascend_ready.checks.parsers import os_probes as parsed
+from ascend_ready.checks.parsers import os_commands as parsed
 from ascend_ready.checks.profile import HardwareProfile
 from ascend_ready.checks.resources.base import Resource, probe, profile_probe
 
@@ -121,7 +121,7 @@ class UserLimits(Resource):
     probes = (USER_LIMITS,)
 
     @cached_property
-    def limits(self) -> parsed.UserLimits:
+    def limits(self) -> parsed.UserLimitsOutput:
         return parsed.parse_user_limits(self.host.stdout("user-limits"))
 
 
@@ -131,7 +131,7 @@ class Accounts(Resource):
     probes = (ACCOUNTS,)
 
     @cached_property
-    def accounts(self) -> parsed.Accounts:
+    def accounts(self) -> parsed.AccountsOutput:
         return parsed.parse_accounts(self.host.stdout("accounts"))
 
 
@@ -141,7 +141,7 @@ class Glibc(Resource):
     probes = (GLIBC,)
 
     @cached_property
-    def version(self) -> parsed.Glibc:
+    def version(self) -> parsed.GlibcOutput:
         return parsed.parse_glibc(self.host.stdout("glibc"))
 
 
@@ -151,7 +151,7 @@ class KernelHeaders(Resource):
     probes = (KERNEL_HEADERS,)
 
     @cached_property
-    def headers(self) -> parsed.KernelHeaders:
+    def headers(self) -> parsed.KernelHeadersOutput:
         return parsed.parse_kernel_headers(self.host.stdout("kernel-headers"))
 
 
@@ -202,5 +202,5 @@ class OsRelease(Resource):
     probes = (OS_RELEASE,)
 
     @cached_property
-    def release(self) -> parsed.OsRelease:
+    def release(self) -> parsed.OsReleaseOutput:
         return parsed.parse_os_release(self.host.stdout("os-release"))

@@ -18,7 +18,7 @@ from ascend_ready.checks.parsers.lspci import (
     parse_lspci,
     parse_lspci_vvv,
 )
-from ascend_ready.checks.parsers.os_probes import parse_pci_parents
+from ascend_ready.checks.parsers.os_commands import parse_pci_parents
 from ascend_ready.checks.parsers.sysfs import SysfsPci, SysfsPciDevice, parse_sysfs_link
 from ascend_ready.checks.resources.base import ProbeFailed, Resource, probe
 from ascend_ready.checks.resources.npu import NpuSmi

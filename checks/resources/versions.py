@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from functools import cached_property
 
-from ascend_ready.checks.parsers import stack_probes as parsed
+from ascend_ready.checks.parsers import cann_python as parsed
 from ascend_ready.checks.parsers.version_info import (
     CannPackageInfo,
     DriverVersionInfo,
@@ -243,7 +243,7 @@ class PythonPackages(Resource):
     probes = (PYTHON_PACKAGES,)
 
     @cached_property
-    def packages(self) -> parsed.PythonPackages:
+    def packages(self) -> parsed.PythonPackagesOutput:
         return parsed.parse_python_packages(self.host.stdout("python-packages"))
 
 
@@ -253,7 +253,7 @@ class UserLibs(Resource):
     probes = (USER_LIBS,)
 
     @cached_property
-    def libs(self) -> parsed.UserLibs:
+    def libs(self) -> parsed.UserLibsOutput:
         return parsed.parse_user_libs(self.host.stdout("user-libs"))
 
 
@@ -267,5 +267,5 @@ class TorchImport(Resource):
         return self.host.stdout("torch-import")
 
     @cached_property
-    def result(self) -> parsed.TorchImport:
+    def result(self) -> parsed.TorchImportOutput:
         return parsed.parse_torch_import(self.text)

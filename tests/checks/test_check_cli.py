@@ -330,7 +330,7 @@ def test_profiles_are_resolved_once_per_host_when_collecting(monkeypatch):
         return [fake_host(t.name, index=i) for i, t in enumerate(targets) if plan(t)]
 
     monkeypatch.setattr(pf, "collect", fake_collect)
-    from ascend_ready.checks.transport import Target
+    from ascend_ready.fleet.transport import Target
 
     options = pf.PreflightOptions(select=["npu.count"])
     report = pf.preflight([Target(name="n1", address="a"), Target(name="n2", address="b")], options)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from checks_fakenode import REPO, fake_host
 
-from ascend_ready.checks.parsers.os_probes import parse_os_release
+from ascend_ready.checks.parsers.os_commands import parse_os_release
 from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.registry import select_checks
 from ascend_ready.checks.runner import run_checks

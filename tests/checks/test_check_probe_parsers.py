@@ -1,4 +1,4 @@
-"""The parsers of ascend-check's own probes (checks/parsers/os_probes.py, stack_probes.py): each reads
+"""The parsers of ascend-check's own probes (checks/parsers/os_commands.py, cann_python.py): each reads
 what its probe prints on a node and refuses, naming the line, anything else; and the checks turn that
 refusal into an `error`, never a pass."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from checks_fakenode import fake_host
 
-from ascend_ready.checks.parsers import os_probes, stack_probes
+from ascend_ready.checks.parsers import cann_python, os_commands
 from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.registry import select_checks
 from ascend_ready.checks.runner import run_checks
@@ -18,21 +18,21 @@ HEALTHY = fake_host().probes
 
 #: probe -> (its parser, the check that reads it)
 PARSERS = {
-    "disk-free": (os_probes.parse_df, "os.disk_free"),
-    "shm": (os_probes.parse_df, "os.shm"),
-    "thp-enabled": (os_probes.parse_thp, "os.thp"),
-    "sysctl": (os_probes.parse_sysctl, "os.numa_balancing"),
-    "user-limits": (os_probes.parse_user_limits, "os.nofile"),
-    "accounts": (os_probes.parse_accounts, "os.driver_user"),
-    "glibc": (os_probes.parse_glibc, "os.glibc"),
-    "kernel-headers": (os_probes.parse_kernel_headers, "os.kernel_headers"),
-    "clock": (os_probes.parse_clock, "os.clock_sync"),
-    "pci-topology": (os_probes.parse_pci_parents, "pcie.link_width"),
-    "cann-components": (stack_probes.parse_cann_components, "versions.installed"),
-    "python-packages": (stack_probes.parse_python_packages, "versions.installed"),
-    "user-libs": (stack_probes.parse_user_libs, "versions.user_libs"),
-    "set-env": (stack_probes.parse_set_env, "versions.set_env"),
-    "torch-import": (stack_probes.parse_torch_import, "versions.torch_npu_import"),
+    "disk-free": (os_commands.parse_df, "os.disk_free"),
+    "shm": (os_commands.parse_df, "os.shm"),
+    "thp-enabled": (os_commands.parse_thp, "os.thp"),
+    "sysctl": (os_commands.parse_sysctl, "os.numa_balancing"),
+    "user-limits": (os_commands.parse_user_limits, "os.nofile"),
+    "accounts": (os_commands.parse_accounts, "os.driver_user"),
+    "glibc": (os_commands.parse_glibc, "os.glibc"),
+    "kernel-headers": (os_commands.parse_kernel_headers, "os.kernel_headers"),
+    "clock": (os_commands.parse_clock, "os.clock_sync"),
+    "pci-topology": (os_commands.parse_pci_parents, "pcie.link_width"),
+    "cann-components": (cann_python.parse_cann_components, "versions.installed"),
+    "python-packages": (cann_python.parse_python_packages, "versions.installed"),
+    "user-libs": (cann_python.parse_user_libs, "versions.user_libs"),
+    "set-env": (cann_python.parse_set_env, "versions.set_env"),
+    "torch-import": (cann_python.parse_torch_import, "versions.torch_npu_import"),
 }
 
 
@@ -68,31 +68,31 @@ def test_a_line_the_probe_never_prints_is_refused_and_the_check_errors(probe):
     ("parse", "text", "reason"),
     [
         (
-            os_probes.parse_user_limits,
+            os_commands.parse_user_limits,
             "user root\nnofile 1 1\nmemlock 1 1\nstack 8192 8192\n",
             "unknown line 'stack'",
         ),
-        (os_probes.parse_user_limits, "user root\nnofile 1048576 1048576\n", "no 'memlock' line"),
+        (os_commands.parse_user_limits, "user root\nnofile 1048576 1048576\n", "no 'memlock' line"),
         (
-            os_probes.parse_user_limits,
+            os_commands.parse_user_limits,
             "user root\nnofile  1048576\nmemlock 1 1\n",
             "expected 'nofile HARD SOFT'",
         ),
-        (os_probes.parse_sysctl, "kernel.numa_balancing=0\n", "expected 'name.of.key = value'"),
-        (os_probes.parse_sysctl, "kernel.numa_balancing = 0\nkernel.numa_balancing = 1\n", "printed twice"),
-        (os_probes.parse_thp, "always madvise never\n", "exactly one [selected] mode"),
-        (os_probes.parse_glibc, "musl libc (x86_64)\n", "expected 'glibc X.Y'"),
-        (os_probes.parse_kernel_headers, "headers /lib/modules/x/build\n", "no 'kernel RELEASE' line"),
-        (os_probes.parse_clock, "NTPSynchronized=maybe\n", "expected yes or no"),
-        (stack_probes.parse_python_packages, "dist torch 2.9.0 - /site\n", "no 'python X.Y.Z' line"),
-        (stack_probes.parse_cann_components, "version=8.5.0\n", "expected '== /path/to/install.info'"),
+        (os_commands.parse_sysctl, "kernel.numa_balancing=0\n", "expected 'name.of.key = value'"),
+        (os_commands.parse_sysctl, "kernel.numa_balancing = 0\nkernel.numa_balancing = 1\n", "printed twice"),
+        (os_commands.parse_thp, "always madvise never\n", "exactly one [selected] mode"),
+        (os_commands.parse_glibc, "musl libc (x86_64)\n", "expected 'glibc X.Y'"),
+        (os_commands.parse_kernel_headers, "headers /lib/modules/x/build\n", "no 'kernel RELEASE' line"),
+        (os_commands.parse_clock, "NTPSynchronized=maybe\n", "expected yes or no"),
+        (cann_python.parse_python_packages, "dist torch 2.9.0 - /site\n", "no 'python X.Y.Z' line"),
+        (cann_python.parse_cann_components, "version=8.5.0\n", "expected '== /path/to/install.info'"),
         (
-            stack_probes.parse_cann_components,
+            cann_python.parse_cann_components,
             "== /usr/local/Ascend/nnal/atb/8.5.0/ascend_nnal_install.info\npackage_name=Ascend-cann-nnal\n",
             "no version line",
         ),
         (
-            stack_probes.parse_torch_import,
+            cann_python.parse_torch_import,
             "torch 2.9.0\ntorch_npu 2.9.0\nnpu_available True\n",
             "no 'device_count'",
         ),
@@ -121,15 +121,15 @@ def test_the_nnal_version_file_reads_as_its_release():
         + "== /usr/local/Ascend/nnal/atb/latest/version.info\n"
         + NNAL_VERSION_INFO
     )
-    parsed = stack_probes.parse_cann_components(text)
+    parsed = cann_python.parse_cann_components(text)
     assert parsed.components["nnal"].version == "8.2.RC2"
     assert parsed.components["ops"].path.endswith("/ascend_ops_install.info")
 
 
 def test_what_the_tools_print_for_nothing_is_a_fact_not_an_error():
     # No account, no set_env.sh, no component: empty outputs the probes print on a bare node.
-    assert os_probes.parse_accounts("").users == {}
-    assert stack_probes.parse_set_env("").paths == []
-    assert stack_probes.parse_cann_components("").components == {}
+    assert os_commands.parse_accounts("").users == {}
+    assert cann_python.parse_set_env("").paths == []
+    assert cann_python.parse_cann_components("").components == {}
     chrony = "Reference ID    : 0A000001 (10.0.0.1)\nLeap status     : Not synchronised\n"
-    assert os_probes.parse_clock(chrony).synchronized is False
+    assert os_commands.parse_clock(chrony).synchronized is False

@@ -13,11 +13,12 @@ import time
 import pytest
 
 from ascend_ready.checks.catalog import catalog, plan
+from ascend_ready.checks.collect import collect, collect_host
 from ascend_ready.checks.probes import Probe, build_script, parse_stream
 from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult, Snapshot, load_snapshot, save_snapshot
-from ascend_ready.checks.transport import LOCAL, FanoutOptions, Target, collect, collect_host
 from ascend_ready.errors import ConfigError
+from ascend_ready.fleet.transport import LOCAL, FanoutOptions, Target
 
 
 def run_local(probes, **kw):

@@ -15,8 +15,8 @@ from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.registry import select_checks
 from ascend_ready.checks.runner import run_checks
 from ascend_ready.checks.snapshot import ProbeResult, Snapshot
-from ascend_ready.checks.transport import FanoutOptions, Target
 from ascend_ready.errors import ConfigError
+from ascend_ready.fleet.transport import FanoutOptions, Target
 
 A2 = load_profile("atlas-800t-a2")
 NOT_FOUND = ProbeResult(command="hccn_tool -i 0 -ip -g", rc=127, stdout="",

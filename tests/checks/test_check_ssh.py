@@ -8,8 +8,9 @@ from checks_sshd import FakeSshd
 from click.testing import CliRunner
 
 from ascend_ready.checks.cli import main
+from ascend_ready.checks.collect import collect_host
 from ascend_ready.checks.probes import Probe
-from ascend_ready.checks.transport import FanoutOptions, Target, collect_host
+from ascend_ready.fleet.transport import FanoutOptions, Target
 
 PROBES = [Probe("who", argv=("echo", "hello over ssh")), Probe("rc", shell="exit 4")]
 
@@ -186,8 +187,8 @@ def test_the_transport_raises_the_packages_host_unreachable(sshd, tmp_path):
     class carries exit code 3, and the fan-out records it in the host's snapshot."""
     import time
 
-    from ascend_ready.checks.transport import _connect
     from ascend_ready.errors import ExitCode, HostUnreachable, RemoteError
+    from ascend_ready.fleet.transport import _connect
 
     with pytest.raises(HostUnreachable) as caught:
         _connect(target(sshd), options(tmp_path), time.monotonic() + 10)
@@ -200,7 +201,7 @@ def test_paramiko_is_imported_without_invoke_until_a_match_exec_needs_it():
     import sys
 
     code = (
-        "import sys; from ascend_ready.checks.transport import _import_paramiko; p = _import_paramiko(); "
+        "import sys; from ascend_ready.fleet.transport import _import_paramiko; p = _import_paramiko(); "
         "print(type(sys.modules['invoke']).__name__); "
         "cfg = p.SSHConfig.from_text('Host *\\n  Match exec \"true\"\\n  User bob\\n'); "
         "print(cfg.lookup('x')['user'], type(sys.modules['invoke']).__name__)"

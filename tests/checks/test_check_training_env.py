@@ -15,12 +15,12 @@ from click.testing import CliRunner
 
 from ascend_ready.checks.catalog import catalog
 from ascend_ready.checks.cli import main
-from ascend_ready.checks.inventory import load_inventory
 from ascend_ready.checks.preflight import profiles_for, training_env
 from ascend_ready.checks.probes import build_script
 from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.snapshot import Snapshot, load_snapshot, save_snapshot
 from ascend_ready.errors import ConfigError
+from ascend_ready.fleet.inventory import load_inventory
 
 STACK = "cann-8.2.RC1-torch-2.5.1"
 A2 = load_profile("atlas-800t-a2")

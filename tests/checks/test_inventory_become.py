@@ -17,10 +17,11 @@ from checks_sshd import FakeSshd
 from click.testing import CliRunner
 
 from ascend_ready.checks.cli import main
-from ascend_ready.checks.inventory import load_inventory
+from ascend_ready.checks.collect import collect_host
 from ascend_ready.checks.probes import Probe
-from ascend_ready.checks.transport import FanoutOptions, Target, collect_host
 from ascend_ready.errors import ConfigError
+from ascend_ready.fleet.inventory import load_inventory
+from ascend_ready.fleet.transport import FanoutOptions, Target
 
 #: sudo(8) for the policy in $FAKE_SUDO/policy: nopasswd, passwd (the password in $FAKE_SUDO/password,
 #: a timestamp once given, as sudo caches it) or requiretty. Messages as sudo 1.9 prints them.

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from ascend_ready.checks.inventory import load_inventory
+from ascend_ready.checks.collect import collect
 from ascend_ready.checks.probes import Probe
-from ascend_ready.checks.transport import FanoutOptions, collect
+from ascend_ready.fleet.inventory import load_inventory
+from ascend_ready.fleet.transport import FanoutOptions
 
 pytestmark = pytest.mark.sim
 

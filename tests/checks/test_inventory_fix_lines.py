@@ -9,12 +9,12 @@ from pathlib import Path
 
 from checks_fakenode import fake_host, torch_import_output
 
-from ascend_ready.checks.inventory import INVENTORY_VAR
 from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.registry import select_checks
 from ascend_ready.checks.remediation import REPO, playbook_command
 from ascend_ready.checks.runner import run_checks
 from ascend_ready.checks.snapshot import ProbeResult, Snapshot
+from ascend_ready.fleet.inventory import INVENTORY_VAR
 
 PLACEHOLDER = re.compile(r"<(host|user|python|inventory|device|dev|node|id|npu|chip)>")
 NOT_INSTALLED = ProbeResult(command="...", rc=1, stderr="no ascend_toolkit_install.info\n")
@@ -91,7 +91,7 @@ def test_without_an_inventory_the_fix_says_what_to_put_in(tmp_path):
 
 
 def test_load_inventory_records_where_the_inventory_is(tmp_path, monkeypatch):
-    from ascend_ready.checks.inventory import load_inventory
+    from ascend_ready.fleet.inventory import load_inventory
 
     (tmp_path / "hosts.ini").write_text("[g]\nnode01\n")
     monkeypatch.chdir(tmp_path)

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ascend_ready.checks.inventory import limit_targets, load_inventory
 from ascend_ready.checks.preflight import PROFILE_VAR, PreflightOptions, preflight
 from ascend_ready.checks.probes import FOREACH
 from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.registry import all_checks
-from ascend_ready.checks.transport import FanoutOptions
+from ascend_ready.fleet.inventory import limit_targets, load_inventory
+from ascend_ready.fleet.transport import FanoutOptions
 
 pytestmark = pytest.mark.sim
 

@@ -47,7 +47,7 @@ def test_the_worker_runs_under_torchrun_and_reports_bus_bandwidth_per_size():
     # --standalone: torchrun picks its own free rendezvous port (no port chosen here that another test
     # could take first)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "ascend_ready.checks.cluster.collective",
+           "-m", "ascend_ready.checks.cluster.collective_worker",
            "--sizes", "1K,256K", "--iters", "2", "--matmul-n", "128", "--device", "cpu"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -15,7 +15,7 @@ from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.registry import select_checks
 from ascend_ready.checks.runner import run_checks
 from ascend_ready.checks.snapshot import Snapshot
-from ascend_ready.checks.transport import FanoutOptions, Target
+from ascend_ready.fleet.transport import FanoutOptions, Target
 
 CHECKS = ("npu.matmul", "hccl.allreduce")
 

@@ -12,9 +12,10 @@ from sim_support import cluster_up, own_cluster
 
 from ascend_ready.checks.cluster.mesh import Ping
 from ascend_ready.checks.cluster.mesh_run import judge_ping, mesh, run_mesh
-from ascend_ready.checks.inventory import load_inventory
+from ascend_ready.checks.preflight import profiles_for
 from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult
-from ascend_ready.checks.transport import FanoutOptions, Target
+from ascend_ready.fleet.inventory import load_inventory
+from ascend_ready.fleet.transport import FanoutOptions, Target
 from ascend_ready.sim import hw
 from ascend_ready.sim.hw.state import NodeView
 from ascend_ready.sim.render import hccn
@@ -122,7 +123,8 @@ def _ascend_check(c, *args: str):
 
 def _mesh(c):
     options = FanoutOptions(ssh_config_file=str(c.ssh_config), known_hosts_file=str(c.known_hosts))
-    return mesh(load_inventory(str(c.inventory_path)), options, round_timeout_s=20)
+    targets = load_inventory(str(c.inventory_path))
+    return mesh(targets, options, profiles_for(targets, None), round_timeout_s=20)
 
 
 def _fault(*argv: str) -> None:

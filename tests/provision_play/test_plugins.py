@@ -147,6 +147,34 @@ def test_check_failures_per_node():
         filters.check_failures("Traceback ...", hosts)
 
 
+def test_npu_product_reads_lspci_with_the_checks_parser():
+    # a garbled line is an error naming it, not an NPU product nobody saw
+    with pytest.raises(AnsibleFilterError, match=r"ascend_npu_product: .*line 1"):
+        filters.npu_product("not lspci output\n")
+    assert filters.npu_product("") == ""
+
+
+def test_hccn_settings_reads_hccn_tool_output_with_the_checks_parsers():
+    # as hccn_tool prints them (sim/render/hccn.py renders these shapes from the captures it cites)
+    read = ("conf 644 root:root 0123abcd\n"
+            "@@hccn 0 ip\nipaddr:192.168.100.101\nnetmask:255.255.255.0\n"
+            "@@hccn 0 gateway\ndefault gateway:192.168.100.1, Iface:eth0\n"
+            "@@hccn 0 netdetect\nnetdetect address: 192.168.100.1\n"
+            "@@hccn 1 ip\nGet ipconf failed, because no ip was preset there!\n"
+            "@@hccn 1 gateway\ndefault gateway:, Iface:eth1\n"
+            "@@hccn 1 netdetect\nnetdetect address: \n"
+            "@@hccn 2 ip\n@@hccn 2 gateway\nerror: garbled\n@@hccn 2 netdetect\n")
+    assert filters.hccn_settings(read) == [
+        "conf 644 root:root 0123abcd",
+        "0 192.168.100.101 255.255.255.0 192.168.100.1 192.168.100.1",
+        "1    ",
+        "2    ",  # no hccn_tool output: nothing is known, so every value differs from what is wanted
+    ]
+    # swapped values are not a setting that matches: the parser refuses them, so the device is set again
+    swapped = "@@hccn 0 ip\nipaddr:255.255.255.0\nnetmask:192.168.100.101\n"
+    assert filters.hccn_settings(swapped) == ["0    "]
+
+
 def test_npu_product_from_lspci():
     lspci = ("00:00.0 0604: 19e5:a120 (rev 21)\n"
              "c1:00.0 1200: 19e5:d802 (rev 20)\n"

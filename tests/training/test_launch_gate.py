@@ -23,7 +23,7 @@ from ascend_ready.checks.cluster.launchspec import (
 from ascend_ready.checks.profile import TRAINING_CHECKS, bundled_profiles, load_profile
 from ascend_ready.checks.registry import all_checks
 from ascend_ready.checks.report import Report
-from ascend_ready.checks.transport import Target
+from ascend_ready.fleet.transport import Target
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import statistics
 import pytest
 
 pytest.importorskip("trl")
+from ascend_ready.fleet.devices import setup_runtime
 from ascend_ready.training import grpo, ppo
 from ascend_ready.training.config import load_config
-from ascend_ready.training.devices import setup_runtime
 from ascend_ready.training.metrics import read_metrics
 
 

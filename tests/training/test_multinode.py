@@ -22,13 +22,16 @@ from ascend_ready.checks.cli import main as check_main
 from ascend_ready.checks.cluster.launchspec import (
     LaunchSpec,
     LaunchSpecRefused,
-    healthy_devices,
     spec_from_report,
 )
+from ascend_ready.checks.cluster.ranktable import healthy_devices
 from ascend_ready.checks.report import Report
-from ascend_ready.checks.transport import Target
 from ascend_ready.errors import ConfigError
-from ascend_ready.training import multinode, node_guard, numa, remote
+from ascend_ready.fleet import job, node_guard
+from ascend_ready.fleet import plan as fleet_plan
+from ascend_ready.fleet import sessions as fleet_sessions
+from ascend_ready.fleet.transport import Target
+from ascend_ready.training import multinode, numa
 from ascend_ready.training.cli import main
 from ascend_ready.training.config import load_config
 
@@ -201,18 +204,18 @@ def test_nothing_in_a_config_value_runs_on_the_node(tmp_path, healthy_spec):
     plan = multinode.plan_job("grpo", cfg, healthy_spec, healthy_spec.usable(),
                               {t.name: t for t in targets("node01", "node02")}, out, opts)
     host = plan.hosts[1]
-    subprocess.run(["/bin/sh", "-c", multinode.remote_command(host, plan)], check=True, timeout=30)
+    subprocess.run(["/bin/sh", "-c", fleet_plan.remote_command(host, plan)], check=True, timeout=30)
     assert list(pwn.iterdir()) == []  # not one of the commands in the values ran
     record = json.loads((tmp_path / "record.json").read_text())
     assert record["env"]["HCCL_BUFFSIZE"] == evil  # the value arrived as it was, newline included
     assert record["cwd"] == str(out)
-    assert record["argv"][:4] == ["-u", "-m", multinode.GUARD_MODULE, "--job"]
+    assert record["argv"][:4] == ["-u", "-m", fleet_plan.GUARD_MODULE, "--job"]
     assert record["argv"][record["argv"].index("--") + 1:] == host.torchrun
     with pytest.raises(ConfigError, match="are not shell names"):
         bad = load_config("tiny", ['launch.hccl.extra_env={"X;touch /tmp/x": "1"}'])
         p = multinode.plan_job("grpo", bad, healthy_spec, healthy_spec.usable(),
                                {t.name: t for t in targets("node01", "node02")}, out, opts)
-        multinode.remote_command(p.hosts[0], p)
+        fleet_plan.remote_command(p.hosts[0], p)
 
 
 # ----------------------------------------------------------------------------- the node guard
@@ -227,7 +230,7 @@ time.sleep(600)
 
 
 def guard(job: str, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ascend_ready.training.node_guard", "--job", job,
+    return subprocess.Popen([sys.executable, "-m", "ascend_ready.fleet.node_guard", "--job", job,
                              "--grace", "2", *extra, "--", sys.executable, "-c", AGENT],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -264,7 +267,7 @@ def test_guard_leaves_no_process_of_the_job(how):
 # ----------------------------------------------------------------------------- a job on two local nodes
 
 
-def local_plan(tmp_path: Path, spec: LaunchSpec, commands: dict[str, str]) -> multinode.JobPlan:
+def local_plan(tmp_path: Path, spec: LaunchSpec, commands: dict[str, str]) -> fleet_plan.JobPlan:
     cfg = load_config("tiny")
     plan = multinode.plan_job("grpo", cfg, spec, spec.usable(),
                               {"node01": Target("node01", "local"), "node02": Target("node02", "local")},
@@ -274,8 +277,8 @@ def local_plan(tmp_path: Path, spec: LaunchSpec, commands: dict[str, str]) -> mu
     return plan
 
 
-def commands(plan: multinode.JobPlan) -> dict[str, str]:
-    return {h.name: multinode.remote_command(h, plan) for h in plan.hosts}
+def commands(plan: fleet_plan.JobPlan) -> dict[str, str]:
+    return {h.name: fleet_plan.remote_command(h, plan) for h in plan.hosts}
 
 
 def test_a_failing_node_stops_the_job_everywhere_and_is_named(tmp_path, healthy_spec):
@@ -286,17 +289,17 @@ def test_a_failing_node_stops_the_job_everywhere_and_is_named(tmp_path, healthy_
         "node01": f"import sys, time\ntime.sleep(1.5)\nsys.stdout.write({lost!r})\ntime.sleep(600)\n",
         "node02": f"import sys, time\ntime.sleep(1)\nsys.stdout.write({killed!r})\nsys.exit(1)\n",
     })
-    sessions = {h.name: remote.LocalSession(h.name) for h in plan.hosts}
+    sessions = {h.name: fleet_sessions.LocalSession(h.name) for h in plan.hosts}
     lines: list[str] = []
     started = time.monotonic()
-    result = remote.run_job(commands(plan), sessions, plan.log_dir, echo=lines.append)
-    assert time.monotonic() - started < remote.STOP_WAIT_S
+    result = job.run_job(commands(plan), sessions, plan.log_dir, echo=lines.append)
+    assert time.monotonic() - started < job.STOP_WAIT_S
     assert not result.ok
-    cause = remote.root_cause(result.nodes)
+    cause = job.root_cause(result.nodes)
     assert cause.name == "node02" and cause.error == "Signal 9 (SIGKILL) received by PID 14026"
     by = {o.name: o for o in result.nodes}
     assert by["node01"].stopped_by_us and by["node01"].rc == node_guard.STOPPED_RC
-    assert all(node_guard.job_pids(multinode.job_marker(plan, h)) == [] for h in plan.hosts)
+    assert all(node_guard.job_pids(fleet_plan.job_marker(plan, h)) == [] for h in plan.hosts)
     assert any(ln.startswith("[node02] ") and "ChildFailedError" in ln for ln in lines)
     assert "[node01] guard: clean no process of job" in "\n".join(lines)
     log = (plan.log_dir / "node02.log").read_text()
@@ -304,13 +307,13 @@ def test_a_failing_node_stops_the_job_everywhere_and_is_named(tmp_path, healthy_
 
 
 def test_a_node_that_stops_answering_is_lost_and_the_rest_stopped(tmp_path, healthy_spec, monkeypatch):
-    monkeypatch.setattr(remote, "LOST_AFTER_S", 1.5)
-    monkeypatch.setattr(remote, "HEARTBEAT_S", 0.3)  # the live node acknowledges well within that
+    monkeypatch.setattr(job, "LOST_AFTER_S", 1.5)
+    monkeypatch.setattr(job, "HEARTBEAT_S", 0.3)  # the live node acknowledges well within that
     sleeping = {n: "import time; time.sleep(600)" for n in ("node01", "node02")}
     plan = local_plan(tmp_path, healthy_spec, sleeping)
-    sessions = {h.name: remote.LocalSession(h.name) for h in plan.hosts}
-    started: dict[str, remote.LocalRemote] = {}
-    real_start = remote.LocalSession.start
+    sessions = {h.name: fleet_sessions.LocalSession(h.name) for h in plan.hosts}
+    started: dict[str, fleet_sessions.LocalRemote] = {}
+    real_start = fleet_sessions.LocalSession.start
 
     def start(self, command):
         started[self.name] = real_start(self, command)
@@ -318,51 +321,51 @@ def test_a_node_that_stops_answering_is_lost_and_the_rest_stopped(tmp_path, heal
             threading.Timer(1.0, os.kill, (started[self.name].proc.pid, signal.SIGSTOP)).start()
         return started[self.name]
 
-    monkeypatch.setattr(remote.LocalSession, "start", start)
-    result = remote.run_job(commands(plan), sessions, plan.log_dir, echo=lambda _line: None)
+    monkeypatch.setattr(fleet_sessions.LocalSession, "start", start)
+    result = job.run_job(commands(plan), sessions, plan.log_dir, echo=lambda _line: None)
     by = {o.name: o for o in result.nodes}
     assert by["node02"].lost.startswith("no answer for 1.5 s"), result
-    assert remote.root_cause(result.nodes).name == "node02", result
+    assert job.root_cause(result.nodes).name == "node02", result
     assert by["node01"].stopped_by_us and by["node01"].rc == node_guard.STOPPED_RC
     # back on the network, node02's guard finds its controller gone and stops its own job
     os.kill(started["node02"].proc.pid, signal.SIGCONT)
     started["node02"].proc.wait(timeout=30)
-    assert all(node_guard.job_pids(multinode.job_marker(plan, h)) == [] for h in plan.hosts)
+    assert all(node_guard.job_pids(fleet_plan.job_marker(plan, h)) == [] for h in plan.hosts)
 
 
 def test_a_clean_job_ends_with_every_node(tmp_path, healthy_spec):
     plan = local_plan(tmp_path, healthy_spec, {"node01": "print('one')", "node02": "print('two')"})
-    sessions = {h.name: remote.LocalSession(h.name) for h in plan.hosts}
+    sessions = {h.name: fleet_sessions.LocalSession(h.name) for h in plan.hosts}
     lines: list[str] = []
-    result = remote.run_job(commands(plan), sessions, plan.log_dir, echo=lines.append)
+    result = job.run_job(commands(plan), sessions, plan.log_dir, echo=lines.append)
     assert result.ok and "[node01] one" in lines and "[node02] two" in lines
 
 
 def test_first_error_and_cause_on_real_torchrun_output():
     killed = (CAPTURES / "torchrun-worker-sigkilled.txt").read_text().splitlines()
     lost = (CAPTURES / "torchrun-gloo-peer-lost.txt").read_text().splitlines()
-    assert remote.first_error(killed) == "Signal 9 (SIGKILL) received by PID 14026"
-    assert remote.first_error(lost).startswith("[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party")
+    assert job.first_error(killed) == "Signal 9 (SIGKILL) received by PID 14026"
+    assert job.first_error(lost).startswith("[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party")
     # the node that lost its peer failed first here, and is still not the cause
-    early = remote.NodeOutcome("node01", 1, None, remote.first_error(lost), False, 1.0, None)
-    late = remote.NodeOutcome("node02", 1, None, remote.first_error(killed), False, 2.0, None)
-    assert remote.root_cause([early, late]).name == "node02"
+    early = job.NodeOutcome("node01", 1, None, job.first_error(lost), False, 1.0, None)
+    late = job.NodeOutcome("node02", 1, None, job.first_error(killed), False, 2.0, None)
+    assert job.root_cause([early, late]).name == "node02"
 
 
 def test_a_job_that_fails_alike_on_every_node_says_so(tmp_path, healthy_spec):
     """Every node lacks the same module (a node venv without ascend_ready): no node is the cause."""
     code = "import ascend_ready_not_installed_here"
     plan = local_plan(tmp_path, healthy_spec, {"node01": code, "node02": code})
-    sessions = {h.name: remote.LocalSession(h.name) for h in plan.hosts}
-    result = remote.run_job(commands(plan), sessions, plan.log_dir, echo=lambda line: None)
+    sessions = {h.name: job.LocalSession(h.name) for h in plan.hosts}
+    result = job.run_job(commands(plan), sessions, plan.log_dir, echo=lambda line: None)
     assert not result.ok
-    assert remote.same_failure(result.nodes) == \
+    assert job.same_failure(result.nodes) == \
         "ModuleNotFoundError: No module named 'ascend_ready_not_installed_here'"
-    one = remote.NodeOutcome("node01", 1, None, "[rank0]: ValueError: x", False, 1.0, None)
-    other = remote.NodeOutcome("node02", 1, None, "[rank1]: ValueError: y", False, 2.0, None)
-    assert remote.same_failure([one, other]) is None and remote.same_failure([one]) is None
-    stopped_alike = remote.NodeOutcome("node02", 1, None, "[rank1]: ValueError: x", True, 2.0, None)
-    assert remote.same_failure([one, stopped_alike]) == "ValueError: x"
+    one = job.NodeOutcome("node01", 1, None, "[rank0]: ValueError: x", False, 1.0, None)
+    other = job.NodeOutcome("node02", 1, None, "[rank1]: ValueError: y", False, 2.0, None)
+    assert job.same_failure([one, other]) is None and job.same_failure([one]) is None
+    stopped_alike = job.NodeOutcome("node02", 1, None, "[rank1]: ValueError: x", True, 2.0, None)
+    assert job.same_failure([one, stopped_alike]) == "ValueError: x"
 
 
 # ----------------------------------------------------------------------------- NUMA

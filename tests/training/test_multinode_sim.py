@@ -18,9 +18,9 @@ from sim_support import node_run, own_cluster, shared_venv_cluster, wait_for
 from training_fakecheck import healthy, write_ascend_check
 
 from ascend_ready.checks.cluster.launchspec import spec_from_report
-from ascend_ready.checks.inventory import load_inventory
 from ascend_ready.checks.profile import TRAINING_CHECKS
 from ascend_ready.checks.report import Report
+from ascend_ready.fleet.inventory import load_inventory
 from ascend_ready.training.checkpoint import checkpoints, read_marker
 from ascend_ready.training.metrics import read_metrics
 

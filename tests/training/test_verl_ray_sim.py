@@ -20,10 +20,11 @@ import pytest
 from sim_support import node_run, own_cluster, shared_venv_cluster, wait_for
 from training_fakecheck import fakenode
 
-from ascend_ready.checks.cluster.launchspec import healthy_devices, spec_from_report
-from ascend_ready.checks.inventory import load_inventory
+from ascend_ready.checks.cluster.launchspec import spec_from_report
+from ascend_ready.checks.cluster.ranktable import healthy_devices
 from ascend_ready.checks.profile import TRAINING_CHECKS, load_profile
 from ascend_ready.checks.report import Report
+from ascend_ready.fleet.inventory import load_inventory
 
 pytestmark = pytest.mark.sim
 

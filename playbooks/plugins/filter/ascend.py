@@ -1,18 +1,17 @@
 """Jinja filters of the ascend-ready roles: read vendor version files, pick install actions, judge health.
 
-Each filter is a thin wrapper over ascend_ready (the matrix's version order, the checks' npu-smi parser),
+Each filter is a thin wrapper over ascend_ready (the matrix's version order, the checks' parsers),
 so the playbooks and ascend-check judge the same facts the same way.
 """
 
 from __future__ import annotations
 
 import json
-import re
 
 from ansible.errors import AnsibleFilterError
 
 # Ansible imports every filter file in each forked worker that templates a filter, so only the
-# standard-library version order loads here; the npu-smi parser loads in the one filter that needs it.
+# standard-library version order loads here; the checks' parsers load in the filters that need them.
 try:
     from ascend_ready.provision import versions as _versions
 except ImportError as _exc:  # pragma: no cover - depends on the controller's environment
@@ -20,9 +19,6 @@ except ImportError as _exc:  # pragma: no cover - depends on the controller's en
 else:
     _IMPORT_ERROR = None
 
-#: PCI device ids of Huawei NPUs (vendor 19e5) -> matrix product id (Ascend lspci samples, sim/hw profiles)
-NPU_PCI_PRODUCTS = {"d802": "910b", "d803": "910_93", "d500": "310p"}
-_LSPCI_N = re.compile(r"^\S+\s+[0-9a-f]{4}:\s+19e5:([0-9a-f]{4})\b", re.IGNORECASE)
 
 
 def _need_package() -> None:
@@ -89,12 +85,19 @@ def version_lt(a: str, b: str) -> bool:
 
 
 def npu_product(lspci_n: str) -> str:
-    """Matrix product id of the NPUs in `lspci -n` output; '' when none; error when products are mixed."""
-    seen = set()
-    for line in (lspci_n or "").splitlines():
-        m = _LSPCI_N.match(line.strip())
-        if m and m.group(1).lower() in NPU_PCI_PRODUCTS:
-            seen.add(NPU_PCI_PRODUCTS[m.group(1).lower()])
+    """Matrix product id of the NPUs in `lspci -n` output (the checks' lspci parser and NPU id table); ''
+    when none; error when products are mixed or a line cannot be read."""
+    _need_package()
+    from ascend_ready.checks.parsers.lspci import matrix_product, parse_lspci
+    from ascend_ready.errors import AscendReadyError
+
+    if not (lspci_n or "").strip():
+        return ""
+    try:
+        devices = parse_lspci(lspci_n).devices
+    except AscendReadyError as exc:
+        raise AnsibleFilterError(f"ascend_npu_product: {exc.message}") from None
+    seen = {matrix_product(d.device_id) for d in devices if d.is_ascend_npu} - {None}
     if len(seen) > 1:
         raise AnsibleFilterError(f"ascend_npu_product: mixed NPU products in one node: "
                                  f"{', '.join(sorted(seen))}")
@@ -114,6 +117,45 @@ def unhealthy_chips(npu_smi_info: str) -> list[str]:
         raise AnsibleFilterError(f"cannot judge NPU health: {exc.message}") from None
     return [f"NPU {npu.id} chip {chip.chip_id}: {chip.health}"
             for npu in info.npus for chip in npu.chips if chip.health != "OK"]
+
+
+def hccn_settings(read: str) -> list[str]:
+    """The hccn role's read (main.yml) as the lines it compares with what it wants: the `conf ...` line as
+    read, then per device `ID ADDRESS NETMASK GATEWAY NETDETECT` from the `@@hccn ID ip|gateway|netdetect`
+    sections of hccn_tool's output, read by the checks' parsers. A value not set, or output a parser
+    cannot read (no hccn_tool yet, a device that failed), is empty there: the line differs and is set."""
+    _need_package()
+    from ascend_ready.checks.parsers.hccn import parse_hccn_gateway, parse_hccn_ip, parse_hccn_netdetect
+    from ascend_ready.errors import AscendReadyError
+
+    out: list[str] = []
+    sections: dict[tuple[str, str], list[str]] = {}
+    devices: list[str] = []
+    section = None
+    for line in (read or "").splitlines():
+        if line.startswith("@@hccn "):
+            _, device, what = line.split(" ", 2)
+            section = sections.setdefault((device, what.strip()), [])
+            if device not in devices:
+                devices.append(device)
+        elif section is None:
+            out.append(line)
+        else:
+            section.append(line)
+
+    def values(device: str, what: str, parse, *fields: str) -> list[str]:
+        try:
+            model = parse("\n".join(sections.get((device, what), [])))
+        except AscendReadyError:
+            return [""] * len(fields)
+        return [getattr(model, f) or "" for f in fields]
+
+    for device in devices:
+        address, netmask = values(device, "ip", parse_hccn_ip, "address", "netmask")
+        (gateway,) = values(device, "gateway", parse_hccn_gateway, "gateway")
+        (netdetect,) = values(device, "netdetect", parse_hccn_netdetect, "address")
+        out.append(f"{device} {address} {netmask} {gateway} {netdetect}")
+    return out
 
 
 def check_failures(report_json: str, hosts, strict: bool = False) -> dict[str, list[str]]:
@@ -160,5 +202,6 @@ class FilterModule:
             "ascend_npu_product": npu_product,
             "ascend_unhealthy_chips": unhealthy_chips,
             "ascend_check_failures": check_failures,
+            "ascend_hccn_settings": hccn_settings,
             "ascend_cann_requirements": cann_requirements,
         }

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ascend_ready.checks.inventory import expand_range, limit_targets, load_inventory, parse_hosts
 from ascend_ready.errors import ConfigError
+from ascend_ready.fleet.inventory import expand_range, limit_targets, load_inventory, parse_hosts
 
 # What `ascend-sim inventory` prints (sim/inventory.py); long lines folded for the linter.
 SIM_INI = """# Ansible inventory of the simulated Ascend cluster (written by ascend-sim; do not edit)

@@ -1,6 +1,7 @@
 """Device choice (npu > cuda > cpu) and process-group setup from the torchrun environment, in one place.
 
-Every entrypoint calls `setup_runtime()` once; only the rank it marks `is_main` logs and checkpoints.
+Every entrypoint (and the collectives' worker) calls `setup_runtime()` once; only the rank it marks
+`is_main` logs and checkpoints. `BACKENDS` is the one device -> process-group backend map.
 """
 
 from __future__ import annotations

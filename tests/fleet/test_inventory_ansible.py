@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ascend_ready.checks import inventory
 from ascend_ready.checks.cli import main
-from ascend_ready.checks.inventory import load_inventory
 from ascend_ready.errors import ConfigError
+from ascend_ready.fleet import inventory
+from ascend_ready.fleet.inventory import load_inventory
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE4 = REPO / "playbooks" / "inventory" / "sample4"
@@ -182,7 +182,7 @@ def test_the_sample_reads_the_same_through_ansible_inventory(monkeypatch):
 def test_a_plain_ini_run_keeps_its_budget():
     """Reading the sample in a fresh interpreter: no ansible import, well under a second."""
     code = ("import sys, time; t = time.perf_counter()\n"
-            "from ascend_ready.checks.inventory import load_inventory\n"
+            "from ascend_ready.fleet.inventory import load_inventory\n"
             f"assert len(load_inventory({str(SAMPLE4 / 'hosts.ini')!r})) == 4\n"
             "print(time.perf_counter() - t, sorted(m for m in sys.modules if m.split('.')[0] == 'ansible'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -20,10 +20,10 @@ from typing import Any
 
 import yaml
 
-from ascend_ready.checks.transport import Target, _endpoint
 from ascend_ready.errors import ConfigError
+from ascend_ready.fleet.transport import Target, endpoint
 
-__all__ = ["check_host_profiles", "expand_range", "limit_targets", "load_inventory", "parse_hosts"]
+__all__ = ["expand_range", "limit_targets", "load_inventory", "parse_hosts", "var_origin"]
 
 _INVENTORY_HINT = "give -i an Ansible inventory (INI or YAML file, or a directory), e.g. -i inventory.ini"
 _RANGE_RE = re.compile(r"\[(\w+):(\w+)(?::(\d+))?\]")
@@ -618,7 +618,7 @@ def parse_hosts(spec: str) -> list[Target]:
                 raise ConfigError(f"--hosts: unbalanced brackets in {one[:60]!r}",
                                   hint="write an IPv6 address as [ADDR] or [ADDR]:PORT, e.g. [fe80::1]:22")
             try:
-                target = _endpoint(one)
+                target = endpoint(one)
             except ValueError:
                 raise ConfigError(
                     f"--hosts: bad port in {one!r}", hint="use host, user@host or host:port"
@@ -678,7 +678,7 @@ def _vars_paths(folder: Path, name: str) -> list[Path]:
     return found
 
 
-def _var_origin(inventory: Path, target: Target, key: str) -> Path:
+def var_origin(inventory: Path, target: Target, key: str) -> Path:
     """The file that gives `target` its `key`: host_vars, then group_vars (innermost group first), else
     the inventory itself."""
     folder = inventory if inventory.is_dir() else inventory.parent
@@ -692,29 +692,3 @@ def _var_origin(inventory: Path, target: Target, key: str) -> Path:
             if isinstance(data, dict) and key in data:
                 return f
     return inventory
-
-
-def check_host_profiles(targets: list[Target], inventory: str | Path) -> None:
-    """Refuse a hardware profile named in the inventory's variables that cannot be loaded, naming the host
-    and the file that names it (before any host is probed)."""
-    from ascend_ready.checks.preflight import PROFILE_VAR
-    from ascend_ready.checks.profile import load_profile
-
-    problems: dict[str, ConfigError | None] = {}
-    for t in targets:
-        spec = t.vars.get(PROFILE_VAR)
-        if not spec:
-            continue
-        if spec not in problems:
-            try:
-                load_profile(spec)
-                problems[spec] = None
-            except ConfigError as exc:
-                problems[spec] = exc
-        exc = problems[spec]
-        if exc is not None:
-            origin = _var_origin(Path(inventory), t, PROFILE_VAR)
-            raise ConfigError(
-                f"inventory host {t.name}: {PROFILE_VAR} {spec!r} (set in {origin}): {exc.message}",
-                hint=f"fix {PROFILE_VAR} in {origin}" + (f"; {exc.hint}" if exc.hint else ""),
-            )

@@ -1,5 +1,8 @@
-"""Parsers of the OS probes ascend-check runs itself (checks/resources/os.py): `df -Pk`, THP modes, the
-sysctl loop, the training user's limits, getent, glibc, kernel headers, the clock and the PCI parents.
+"""Parsers of the OS commands' and files' output ascend-check's own probes read (checks/resources/os.py):
+`df -Pk`, the THP mode files, the sysctl loop, the training user's `ulimit`, `getent`, `getconf
+GNU_LIBC_VERSION`/`ldd --version`, kernel headers, the clock (timedatectl/chronyc), the PCI parents in sysfs
+and /etc/os-release. Each model is the parsed output (`GlibcOutput`); the resource of the same name without
+`Output` (checks/resources/os.py) is what a check reads.
 
 These outputs have one known shape each (the probe prints it), so any line outside it is a ParseError
 naming the line, never skipped: a probe whose output changed must not read as a healthy value.
@@ -13,17 +16,17 @@ from ascend_ready.checks.parsers._common import to_int
 from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, numbered_lines, parser
 
 __all__ = [
-    "Accounts",
+    "AccountsOutput",
     "ClockSync",
     "DiskUsage",
-    "Glibc",
-    "KernelHeaders",
+    "GlibcOutput",
+    "KernelHeadersOutput",
     "Limit",
-    "OsRelease",
+    "OsReleaseOutput",
     "PciParents",
     "SysctlValues",
     "ThpMode",
-    "UserLimits",
+    "UserLimitsOutput",
     "parse_accounts",
     "parse_clock",
     "parse_df",
@@ -155,7 +158,7 @@ class Limit(ParsedModel):
         return self.hard == self.soft == "unlimited"
 
 
-class UserLimits(ParsedModel):
+class UserLimitsOutput(ParsedModel):
     """`user NAME` / `nofile HARD SOFT` / `memlock HARD SOFT` from the training user's login shell."""
 
     user: str
@@ -164,7 +167,7 @@ class UserLimits(ParsedModel):
 
 
 @parser("user-limits")
-def parse_user_limits(text: str) -> UserLimits:
+def parse_user_limits(text: str) -> UserLimitsOutput:
     kind = "user-limits"
     found: dict[str, Line] = {}
     for line in probe_lines(kind, text):
@@ -189,13 +192,13 @@ def parse_user_limits(text: str) -> UserLimits:
             if value != "unlimited" and not value.isdigit():
                 raise fail(kind, f"{word} limit {value!r} is neither a number nor 'unlimited'", found[word])
         limits[word] = Limit(name=word, hard=parts[1], soft=parts[2], line=found[word].strip())
-    return UserLimits(user=user[1], **limits)
+    return UserLimitsOutput(user=user[1], **limits)
 
 
 # ---------------------------------------------------------------- getent passwd/group
 
 
-class Accounts(ParsedModel):
+class AccountsOutput(ParsedModel):
     """`getent passwd U...; getent group G...`: name -> its line; an account that does not exist is absent."""
 
     users: dict[str, str]
@@ -203,7 +206,7 @@ class Accounts(ParsedModel):
 
 
 @parser("getent")
-def parse_accounts(text: str) -> Accounts:
+def parse_accounts(text: str) -> AccountsOutput:
     kind = "getent"
     users: dict[str, str] = {}
     groups: dict[str, str] = {}
@@ -215,13 +218,13 @@ def parse_accounts(text: str) -> Accounts:
             groups.setdefault(fields[0], str(line))
         else:
             raise fail(kind, "expected a passwd (7 fields) or group (4 fields) entry", line)
-    return Accounts(users=users, groups=groups)
+    return AccountsOutput(users=users, groups=groups)
 
 
 # ---------------------------------------------------------------- glibc
 
 
-class Glibc(ParsedModel):
+class GlibcOutput(ParsedModel):
     """`getconf GNU_LIBC_VERSION` (`glibc 2.35`) or the first line of `ldd --version`."""
 
     major: int
@@ -233,7 +236,7 @@ _GLIBC_RE = re.compile(r"^(?:glibc (?P<a>\d+)\.(?P<b>\d+)|ldd \(.*\) (?P<c>\d+)\
 
 
 @parser("glibc")
-def parse_glibc(text: str) -> Glibc:
+def parse_glibc(text: str) -> GlibcOutput:
     kind = "glibc"
     lines = probe_lines(kind, text)
     if len(lines) != 1:
@@ -242,13 +245,13 @@ def parse_glibc(text: str) -> Glibc:
     if not match:
         raise fail(kind, "expected 'glibc X.Y' or 'ldd (...) X.Y' (not glibc?)", lines[0])
     major, minor = (match["a"], match["b"]) if match["a"] else (match["c"], match["d"])
-    return Glibc(major=int(major), minor=int(minor), line=lines[0].strip())
+    return GlibcOutput(major=int(major), minor=int(minor), line=lines[0].strip())
 
 
 # ---------------------------------------------------------------- kernel headers
 
 
-class KernelHeaders(ParsedModel):
+class KernelHeadersOutput(ParsedModel):
     """The running kernel and the header trees found for it (`kernel R` / `headers DIR`)."""
 
     kernel: str
@@ -256,7 +259,7 @@ class KernelHeaders(ParsedModel):
 
 
 @parser("kernel-headers")
-def parse_kernel_headers(text: str) -> KernelHeaders:
+def parse_kernel_headers(text: str) -> KernelHeadersOutput:
     kind = "kernel-headers"
     kernel, headers = None, []
     for line in probe_lines(kind, text):
@@ -269,7 +272,7 @@ def parse_kernel_headers(text: str) -> KernelHeaders:
             raise fail(kind, "expected 'kernel RELEASE' once, then 'headers /DIR' lines", line)
     if kernel is None:
         raise fail(kind, "no 'kernel RELEASE' line", probe_lines(kind, text)[0])
-    return KernelHeaders(kernel=kernel, headers=headers)
+    return KernelHeadersOutput(kernel=kernel, headers=headers)
 
 
 # ---------------------------------------------------------------- clock synchronization
@@ -359,7 +362,7 @@ def parse_pci_parents(text: str) -> PciParents:
 # ---------------------------------------------------------------- /etc/os-release
 
 
-class OsRelease(ParsedModel):
+class OsReleaseOutput(ParsedModel):
     """/etc/os-release (os-release(5)): `KEY=value` lines, values optionally quoted."""
 
     id: str
@@ -376,7 +379,7 @@ _OS_RELEASE_LINE = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")
 
 
 @parser("os-release")
-def parse_os_release(text: str) -> OsRelease:
+def parse_os_release(text: str) -> OsReleaseOutput:
     """Parse os-release(5); ID and VERSION_ID are required (every supported distribution sets them)."""
     kind = "os-release"
     fields: dict[str, str] = {}
@@ -397,5 +400,5 @@ def parse_os_release(text: str) -> OsRelease:
     if missing:
         raise fail(kind, f"no {' / '.join(missing)} line: not a whole os-release file",
                    hint="the file was cut or is not /etc/os-release")
-    return OsRelease(id=fields["ID"], version_id=fields["VERSION_ID"], pretty_name=fields.get("PRETTY_NAME"),
-                     fields=fields)
+    return OsReleaseOutput(id=fields["ID"], version_id=fields["VERSION_ID"],
+                           pretty_name=fields.get("PRETTY_NAME"), fields=fields)

@@ -2,7 +2,7 @@
 when the controller says so, goes silent, or disconnects, so no process is left holding a device.
 
 Started by the controller over SSH (training/multinode.py) as
-    python -m ascend_ready.training.node_guard --job ID [--heartbeat-timeout S] [--grace S] -- COMMAND...
+    python -m ascend_ready.fleet.node_guard --job ID [--heartbeat-timeout S] [--grace S] -- COMMAND...
 Every process of the job carries ASCEND_TRAIN_JOB=ID in its environment; that marker, not the process
 tree, finds them (torchrun starts each worker in a session of its own, and orphans move to PID 1).
 
@@ -149,7 +149,7 @@ def run(command: list[str], job: str, heartbeat_timeout_s: float, grace_s: float
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ascend_ready.training.node_guard")
+    ap = argparse.ArgumentParser(prog="python -m ascend_ready.fleet.node_guard")
     ap.add_argument("--job", required=True, help="job id: the ASCEND_TRAIN_JOB marker of its processes")
     ap.add_argument("--heartbeat-timeout", type=float, default=30.0,
                     help="stop the job when the controller sends no heartbeat for this long (0: never)")

@@ -1,6 +1,7 @@
-"""Parsers of the software-stack probes ascend-check runs itself (checks/resources/versions.py): CANN
-component install files, the training Python's distributions, its library path, set_env.sh scripts
-and the torch_npu import.
+"""Parsers of what ascend-check's own stack probes print about CANN and the training Python
+(checks/resources/versions.py): CANN's component install files and set_env.sh scripts, the interpreter's
+distributions, its library path and the torch_npu import. Each model is the parsed output
+(`PythonPackagesOutput`); the resource without `Output` (checks/resources/versions.py) is what a check reads.
 
 Each output has the one shape its probe prints; any other line is a ParseError naming it.
 """
@@ -10,17 +11,17 @@ from __future__ import annotations
 import re
 
 from ascend_ready.checks.parsers.base import ParsedModel, fail, parser
-from ascend_ready.checks.parsers.os_probes import probe_lines
+from ascend_ready.checks.parsers.os_commands import probe_lines
 from ascend_ready.checks.parsers.python_pkgs import normalize_name
 
 __all__ = [
     "CannComponent",
-    "CannComponents",
+    "CannComponentsOutput",
     "Distribution",
-    "PythonPackages",
+    "PythonPackagesOutput",
     "SetEnvScripts",
-    "TorchImport",
-    "UserLibs",
+    "TorchImportOutput",
+    "UserLibsOutput",
     "parse_cann_components",
     "parse_python_packages",
     "parse_set_env",
@@ -37,7 +38,7 @@ class CannComponent(ParsedModel):
     path: str  # the install-info file it came from
 
 
-class CannComponents(ParsedModel):
+class CannComponentsOutput(ParsedModel):
     """ops/kernels (`ops`) and NNAL (`nnal`) -> version; the last file of a component wins (newest)."""
 
     components: dict[str, CannComponent]
@@ -47,7 +48,7 @@ _KV_RE = re.compile(r"^\s*(?P<key>[A-Za-z_][\w .-]*?)\s*[=:]\s*(?P<value>.*)$")
 
 
 @parser("cann-components")
-def parse_cann_components(text: str) -> CannComponents:
+def parse_cann_components(text: str) -> CannComponentsOutput:
     kind = "cann-components"
     components: dict[str, CannComponent] = {}
     current, header, version = None, None, None
@@ -73,7 +74,7 @@ def parse_cann_components(text: str) -> CannComponents:
         if match["key"].lower() in ("version", "ascend-cann-atb"):
             version = match["value"].strip()
     close()
-    return CannComponents(components=components)
+    return CannComponentsOutput(components=components)
 
 
 # ---------------------------------------------------------------- the training Python's distributions
@@ -86,7 +87,7 @@ class Distribution(ParsedModel):
     location: str
 
 
-class PythonPackages(ParsedModel):
+class PythonPackagesOutput(ParsedModel):
     """`python X.Y.Z` then `dist NAME VERSION TAGS|- DIR` per distribution; by normalized name."""
 
     python: str
@@ -94,7 +95,7 @@ class PythonPackages(ParsedModel):
 
 
 @parser("python-packages")
-def parse_python_packages(text: str) -> PythonPackages:
+def parse_python_packages(text: str) -> PythonPackagesOutput:
     kind = "python-packages"
     python = None
     dists: dict[str, Distribution] = {}
@@ -117,13 +118,13 @@ def parse_python_packages(text: str) -> PythonPackages:
             raise fail(kind, "expected 'python X.Y.Z' once, then 'dist NAME VERSION TAGS DIR' lines", line)
     if python is None:
         raise fail(kind, "no 'python X.Y.Z' line", probe_lines(kind, text)[0])
-    return PythonPackages(python=python, dists=dists)
+    return PythonPackagesOutput(python=python, dists=dists)
 
 
 # ---------------------------------------------------------------- the training user's libraries
 
 
-class UserLibs(ParsedModel):
+class UserLibsOutput(ParsedModel):
     """LD_LIBRARY_PATH of the training user's login shell, and library -> where it is found (None: not)."""
 
     ld_library_path: str
@@ -131,7 +132,7 @@ class UserLibs(ParsedModel):
 
 
 @parser("user-libs")
-def parse_user_libs(text: str) -> UserLibs:
+def parse_user_libs(text: str) -> UserLibsOutput:
     kind = "user-libs"
     path = None
     libs: dict[str, str | None] = {}
@@ -145,7 +146,7 @@ def parse_user_libs(text: str) -> UserLibs:
             raise fail(kind, "expected 'LD_LIBRARY_PATH=...' once, then 'lib NAME PATH|-' lines", line)
     if path is None:
         raise fail(kind, "no 'LD_LIBRARY_PATH=' line", probe_lines(kind, text)[0])
-    return UserLibs(ld_library_path=path, libs=libs)
+    return UserLibsOutput(ld_library_path=path, libs=libs)
 
 
 # ---------------------------------------------------------------- set_env.sh scripts
@@ -172,7 +173,7 @@ def parse_set_env(text: str) -> SetEnvScripts:
 # ---------------------------------------------------------------- the torch_npu import
 
 
-class TorchImport(ParsedModel):
+class TorchImportOutput(ParsedModel):
     """What `import torch, torch_npu` in the training interpreter reports."""
 
     torch: str
@@ -185,7 +186,7 @@ _TORCH_KEYS = ("torch", "torch_npu", "npu_available", "device_count")
 
 
 @parser("torch-import")
-def parse_torch_import(text: str) -> TorchImport:
+def parse_torch_import(text: str) -> TorchImportOutput:
     kind = "torch-import"
     values: dict[str, str] = {}
     where = {}
@@ -207,7 +208,7 @@ def parse_torch_import(text: str) -> TorchImport:
     count = values["device_count"]
     if count != "unknown" and not count.isdigit():
         raise fail(kind, f"device_count {count!r} is not a number", where["device_count"])
-    return TorchImport(
+    return TorchImportOutput(
         torch=values["torch"],
         torch_npu=values["torch_npu"],
         npu_available=values["npu_available"] == "True",

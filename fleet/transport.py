@@ -1,10 +1,11 @@
-"""Fan-out: run each host's probe batch in ONE exec (paramiko SSH, or /bin/sh locally) under a deadline.
+"""How a command reaches a node: one shell script per host in ONE exec (paramiko SSH, or /bin/sh on this
+machine) under a deadline, its output fed to the caller as it arrives (`run_script`); `ssh_client` for
+callers that hold a connection (fleet/sessions.py).
 
 SSH honours ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump), verifies host keys against
 known_hosts (trust-on-first-use only when asked), and never lets one slow or dead host hold up the run.
-A host that cannot be reached raises HostUnreachable inside; a fan-out records it in the host's
-snapshot and goes on. With ansible_become, a non-root SSH user's batch runs through sudo (`_become`);
-a sudo that refuses is such a host error too, and then no probe runs.
+A host that cannot be reached raises HostUnreachable. With ansible_become, a non-root SSH user's script
+runs through sudo (`_become`); a sudo that refuses is such a host error too, and then nothing runs.
 """
 
 from __future__ import annotations
@@ -22,23 +23,22 @@ import threading
 import time
 import types
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TypeVar
 
-from ascend_ready.checks.probes import (
-    Probe,
-    ProbeStream,
-    batch_order,
-    build_script,
-    deadline_reason,
-    new_stream,
-    not_run_result,
-)
-from ascend_ready.checks.snapshot import HostSnapshot
 from ascend_ready.errors import HostUnreachable
 
-__all__ = ["LOCAL", "FanoutOptions", "Target", "collect", "collect_host", "ssh_client"]
+__all__ = [
+    "LOCAL",
+    "FanoutOptions",
+    "OutputSink",
+    "Target",
+    "endpoint",
+    "prepare",
+    "run_script",
+    "ssh_client",
+]
 
 #: Target.address of the node ascend-check itself runs on (no SSH).
 LOCAL = "local"
@@ -80,144 +80,48 @@ class FanoutOptions:
     ssh_config_file: str | None = None
 
 
-#: Seconds of the host deadline kept for the batch's last output to arrive: the batch starts no
-#: probe later than this before the deadline.
-_DEADLINE_MARGIN_S = 1.0
+class OutputSink(Protocol):
+    """What reads a script's output as it arrives (checks.probes.ProbeStream): `complete` once it has
+    seen the end it waits for, so the run stops reading then; `started` once it holds something usable
+    (a connection lost after that keeps what arrived; before it, the host is unreachable)."""
+
+    @property
+    def complete(self) -> bool: ...
+
+    @property
+    def started(self) -> bool: ...
+
+    def feed(self, data: bytes) -> None: ...
 
 
-def collect(
-    targets: Sequence[Target],
-    plan: Callable[[Target], tuple[list[Probe], str]],
-    options: FanoutOptions,
-    progress: Callable[[HostSnapshot], None] | None = None,
-    while_waiting: Callable[[], None] | None = None,
-) -> list[HostSnapshot]:
-    """Run every target's batch with bounded concurrency; `plan(target)` gives (probes, training user).
+Sink = TypeVar("Sink", bound=OutputSink)
 
-    Results come back in target order; `progress` is called as each host finishes. `while_waiting` runs
-    in the calling thread once the first hosts have sent their batch (then they mostly wait on their
-    nodes; before, its CPU would only slow their connecting down).
-    """
-    first_wave = min(max(1, options.concurrency), len(targets))
-    started = threading.Semaphore(0)
 
-    live: set = set()
-
-    def one(target: Target) -> HostSnapshot:
-        _fanout.clients = live
-        once = []
-
-        def sent() -> None:
-            if not once:
-                once.append(True)
-                started.release()
-
-        try:
-            probes, user = plan(target)
-            snap = collect_host(target, probes, options, user=user, sent=sent)
-        finally:
-            sent()  # also when it failed before sending
-        if progress is not None:
-            progress(snap)
-        return snap
-
-    if not targets:
-        return []
+def prepare(targets: Sequence[Target]) -> None:
+    """Import what reaching `targets` needs once, here: not in 32 fan-out threads at once."""
     if not all(t.is_local for t in targets):
-        _import_paramiko()  # here, not in 32 threads at once
-    with ThreadPoolExecutor(max_workers=first_wave) as pool:
-        try:
-            futures = [pool.submit(one, t) for t in targets]
-            if while_waiting is not None:
-                give_up = time.monotonic() + options.connect_timeout_s
-                for _ in range(first_wave):
-                    if not started.acquire(timeout=max(0.0, give_up - time.monotonic())):
-                        break
-                while_waiting()
-            return [f.result() for f in futures]
-        except BaseException:  # Ctrl-C: the pool's exit waits for its threads, so end them now
-            pool.shutdown(wait=False, cancel_futures=True)
-            _abort(live)
-            raise
+        _import_paramiko()
 
 
-def collect_host(
+def run_script(
     target: Target,
-    probes: Sequence[Probe],
-    options: FanoutOptions,
-    *,
-    user: str = "root",
-    sent: Callable[[], object] | None = None,
-) -> HostSnapshot:
-    """One host's snapshot. Never raises for the host's faults: they land in `.reachable`/`.error`.
-    `sent` is called once the batch is on its way to the node."""
-    started = time.monotonic()
-    deadline = started + options.host_deadline_s
-
-    def script_now() -> tuple[str, str]:
-        # Built once connected, so the batch's budget is what the connection left of the deadline.
-        budget = max(0.0, deadline - time.monotonic() - _DEADLINE_MARGIN_S)
-        script = build_script(probes, default_timeout_s=options.probe_timeout_s, user=user, budget_s=budget)
-        if sent is not None:
-            sent()
-        return script
-
-    snap = HostSnapshot(
-        name=target.name, address=target.address, groups=list(target.groups), vars=dict(target.vars)
-    )
-    stream: ProbeStream | None = None
-    try:
-        if target.is_local:
-            stream = _run_local(script_now, probes, deadline, options)
-        else:
-            stream = _run_ssh(target, script_now, probes, deadline, options)
-    except HostUnreachable as exc:
-        snap.reachable = False
-        snap.error = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
-    if stream is None:
-        snap.collect_s = round(time.monotonic() - started, 3)
-        return snap
-    if snap.reachable and not stream.complete:
-        snap.error = snap.error or (
-            f"the probe batch did not finish within the host deadline of {options.host_deadline_s:g} s"
-        )
-        stream.finish(snap.error)
-    snap.probes = dict(stream.results)
-    if snap.reachable and not stream.complete:
-        _mark_missing(snap, probes, deadline_reason(options.host_deadline_s), options.probe_timeout_s)
-    snap.collect_s = round(time.monotonic() - started, 3)
-    return snap
-
-
-def _mark_missing(snap: HostSnapshot, probes: Sequence[Probe], why: str, default_timeout_s: float) -> None:
-    """Probes that never reported are not run (`why`), so their checks error naming the command. The
-    per-device loop that was running when the batch was cut also gets its base entry: which of its
-    devices did not report is unknown. (A loop before the last probe that reported had finished.)"""
-    order = [p for p in batch_order(probes) if not p.background]
-    reported = {pid.partition(".")[0] for pid in snap.probes}
-    last = max((i for i, p in enumerate(order) if p.id in reported), default=-1)
-    for i, probe in enumerate(order[max(last, 0) :], start=max(last, 0)):
-        if probe.id in snap.probes:
-            continue
-        cut = i == last and probe.foreach is not None
-        reason = why + (" (the batch was cut during this per-device loop)" if cut else "")
-        snap.probes[probe.id] = not_run_result(probe, "", reason, default_timeout_s)
-    for probe in probes:
-        if probe.background and probe.id not in snap.probes:
-            reason = f"{why} (it runs beside the batch and reports at its end)"
-            snap.probes[probe.id] = not_run_result(probe, "", reason, default_timeout_s)
-
-
-def _run_local(
-    script_now: Callable[[], tuple[str, str]],
-    probes: Sequence[Probe],
+    script_now: Callable[[], tuple[str, Sink]],
     deadline: float,
     options: FanoutOptions,
-) -> ProbeStream:
-    script, nonce = script_now()
-    stream = new_stream(
-        nonce, probes, default_timeout_s=options.probe_timeout_s, host_deadline_s=options.host_deadline_s
-    )
+) -> Sink:
+    """Run a shell script on `target` (as its become user where it names one) until `deadline`
+    (time.monotonic()) or until the sink is complete; return the sink with what arrived.
+
+    `script_now()` is called once connected and gives (the script, the sink its output goes to): so the
+    script's own budget can be what the connection left of the deadline. HostUnreachable when the host
+    cannot be reached, sudo refuses, or the connection drops before any output."""
+    if target.is_local:
+        return _run_local(script_now, deadline)
+    return _run_ssh(target, script_now, deadline, options)
+
+
+def _run_local(script_now: Callable[[], tuple[str, Sink]], deadline: float) -> Sink:
+    script, stream = script_now()
     proc = subprocess.Popen(
         ["/bin/sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -300,8 +204,13 @@ def _quiet_paramiko_log() -> None:
         logger.addHandler(logging.NullHandler())
 
 
-#: the SSH clients of the fan-out each thread works for (collect sets it), closed at once on Ctrl-C
+#: the SSH clients of the fan-out each thread works for (track_clients sets it), closed at once on Ctrl-C
 _fanout = threading.local()
+
+
+def track_clients(clients: set) -> None:
+    """Record this thread's SSH clients in `clients` (a fan-out's shared set), for abort_clients."""
+    _fanout.clients = clients
 
 
 def _track(client, add: bool = True) -> None:
@@ -311,7 +220,7 @@ def _track(client, add: bool = True) -> None:
         (clients.add if add else clients.discard)(client)
 
 
-def _abort(clients: set) -> None:
+def abort_clients(clients: set) -> None:
     """Close every client of an interrupted fan-out: a thread waiting for an SSH banner or a probe's
     output then returns within paramiko's 0.1 s poll instead of its connect timeout."""
     for client in list(clients):
@@ -360,7 +269,7 @@ def _known_keys(path: Path, hostkey_name: str) -> dict:
     return dict(keys.lookup(hostkey_name) or {})
 
 
-def _endpoint(spec: str) -> Target:
+def endpoint(spec: str) -> Target:
     """`[user@]host[:port]` (a ProxyJump hop or a --hosts entry) as a Target."""
     user, _, hostport = spec.rpartition("@")
     host, port = hostport, None
@@ -452,7 +361,7 @@ def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int 
     jump_client = None
     if jump and jump.lower() != "none":
         first, _, rest = jump.partition(",")
-        hop = _endpoint(first.strip())
+        hop = endpoint(first.strip())
         hop.proxy_jump = rest.strip() or None
         jump_client = _connect(hop, options, deadline, hops + 1)
         try:
@@ -568,18 +477,14 @@ def _left(deadline: float, cap: float) -> float:
 
 def _run_ssh(
     target: Target,
-    script_now: Callable[[], tuple[str, str]],
-    probes: Sequence[Probe],
+    script_now: Callable[[], tuple[str, Sink]],
     deadline: float,
     options: FanoutOptions,
-) -> ProbeStream:
+) -> Sink:
     import paramiko
 
     client = _connect(target, options, deadline)
-    script, nonce = script_now()
-    stream = new_stream(
-        nonce, probes, default_timeout_s=options.probe_timeout_s, host_deadline_s=options.host_deadline_s
-    )
+    script, stream = script_now()
     command, stdin_head = _become(target, client._ascend_user)
     became = stdin_head is None  # no sudo: nothing to wait for before the batch's own output
     try:
@@ -622,7 +527,7 @@ def _run_ssh(
             stream.feed(data)
         chan.close()
     except (paramiko.SSHException, OSError, EOFError) as exc:
-        if not stream.results:
+        if not stream.started:
             raise HostUnreachable(f"{target.name}: connection lost: {exc}") from None
     finally:
         _close(client, getattr(client, "_ascend_jump", None))
