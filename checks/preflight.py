@@ -288,6 +288,7 @@ def judge_snapshot(
     source: str = "live",
     specs: Sequence[CheckSpec] | None = None,
     started: float | None = None,
+    fleet_reference: dict | None = None,
 ) -> Report:
     specs = options.checks() if specs is None else specs
     # The profiles recorded at collect time; only a snapshot of an older version resolves them here.
@@ -306,6 +307,7 @@ def judge_snapshot(
         source=source,
         tool_version=__version__,
         started=started,
+        fleet_reference=fleet_reference,
     )
 
 

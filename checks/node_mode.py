@@ -1,0 +1,347 @@
+"""`ascend-check node`: this node's preflight run on the node itself (no SSH), for a scheduler or a timer,
+and its verdict acted on: Slurm's health check and prolog (checks/slurm_health.py), node_exporter's textfile.
+
+The probes go through the same local execution path as `ascend-check` with no --hosts (one /bin/sh batch,
+the same checks and judging as a run over SSH). Fleet checks compare this node with the fingerprints the
+controller recorded (`ascend-check -i INVENTORY --fleet-fingerprints FILE`), or skip saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
+
+__all__ = [
+    "FLEET_FINGERPRINTS_VERSION",
+    "FleetFingerprints",
+    "load_fleet_fingerprints",
+    "node_command",
+    "write_fleet_fingerprints",
+]
+
+FLEET_FINGERPRINTS_VERSION = 1
+#: where a node keeps its latest full report (the drain reason is short; this says everything)
+DEFAULT_REPORT = "/var/lib/ascend-ready/node-check.json"
+#: checks of a node's idle state: a health check also runs while a job holds the NPUs, so it leaves them to
+#: the prolog, which runs before a job starts, when the NPUs must be idle
+BUSY_STATE_CHECKS = ("npu.processes", "npu.hbm_idle", "npu.hbm_usage")
+#: the prolog's fast subset: one npu-smi pass and the device NICs' links, nothing that reads sysfs or
+#: lspci -vvv (the health check covers those every interval)
+PROLOG_CHECKS = (
+    "npu.count",
+    "npu.health",
+    "npu.device_nodes",
+    "npu.processes",
+    "npu.hbm_idle",
+    "hccl.link_up",
+)
+#: seconds of the run's deadline kept for judging and acting after the probe batch
+_JUDGE_MARGIN_S = 4.0
+
+
+class FleetFingerprints(BaseModel):
+    """What the controller read of every node for the fleet.* checks, for nodes that judge themselves."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = FLEET_FINGERPRINTS_VERSION
+    created_at: str = ""
+    tool_version: str = ""
+    fingerprints: dict[str, dict[str, dict[str, str]]] = Field(
+        default_factory=dict,
+        description='"<check id>:<product>" -> node -> field -> value, as the controller read them',
+    )
+
+
+def write_fleet_fingerprints(snapshot, path: Path) -> FleetFingerprints:
+    """Record every reachable host's fleet fingerprints of `snapshot` (profiles resolved) in `path`."""
+    from ascend_ready import __version__
+    from ascend_ready.checks.report import write_atomic
+    from ascend_ready.checks.resources import Host
+    from ascend_ready.checks.suite.test_fleet import fleet_fingerprints
+
+    hosts = [Host(h, h.profile) for h in snapshot.hosts.values() if h.reachable and h.profile is not None]
+    model = FleetFingerprints(
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        tool_version=__version__,
+        fingerprints=fleet_fingerprints(hosts),
+    )
+    try:
+        write_atomic(path, model.model_dump_json(indent=1) + "\n")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return model
+
+
+def load_fleet_fingerprints(path: str | Path) -> FleetFingerprints:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the fleet fingerprint file {path}: {exc.strerror or exc}",
+            hint="write it on the controller: ascend-check -i INVENTORY --fleet-fingerprints FILE, "
+            "then copy it to the nodes",
+        ) from None
+    try:
+        model = FleetFingerprints.model_validate_json(text)
+    except ValidationError as exc:
+        lines = [f"{'.'.join(map(str, e['loc'])) or '(file)'}: {e['msg']}" for e in exc.errors()[:5]]
+        raise ConfigError(
+            f"{path} is not a fleet fingerprint file:\n  " + "\n  ".join(lines),
+            hint="write it again with ascend-check -i INVENTORY --fleet-fingerprints FILE",
+        ) from None
+    if model.schema_version > FLEET_FINGERPRINTS_VERSION:
+        raise ConfigError(
+            f"{path} has schema_version {model.schema_version}; this ascend-check reads up to "
+            f"{FLEET_FINGERPRINTS_VERSION}",
+            hint="upgrade ascend-ready on this node",
+        )
+    return model
+
+
+def node_name(given: str | None = None) -> str:
+    """Slurm's name for this node under slurmd (SLURMD_NODENAME), else the short host name."""
+    return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0] or "localhost"
+
+
+def run_node(name: str, options, fleet: FleetFingerprints | None):
+    """Collect this node's probes locally and judge them (the report, and the snapshot it judged)."""
+    from ascend_ready.checks.preflight import collect_snapshot, judge_snapshot
+    from ascend_ready.checks.transport import LOCAL, Target
+
+    started = time.monotonic()
+    specs = options.checks()
+    snap = collect_snapshot([Target(name=name, address=LOCAL)], options, specs=specs)
+    report = judge_snapshot(
+        snap, options, specs=specs, started=started, fleet_reference=fleet.fingerprints if fleet else None
+    )
+    return report, snap
+
+
+def _write(path: str | Path, text: str, what: str) -> None:
+    from ascend_ready.checks.report import write_atomic
+
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the {what} {path}: {exc.strerror or exc}",
+            hint="give a writable path, or run as root",
+        ) from None
+
+
+class _Watchdog:
+    """Ends the run at its deadline whatever it is doing (a hung tool, a slow slurmctld), after `on_expiry`
+    had a chance to act (the health check drains saying the run could not judge): Slurm kills a health
+    check that runs too long, and a killed check acts on nothing."""
+
+    def __init__(self, deadline_s: float, on_expiry):
+        self.deadline_s = deadline_s
+        self._timer = threading.Timer(deadline_s, self._expire, args=(on_expiry,))
+        self._timer.daemon = True
+
+    def _expire(self, on_expiry) -> None:
+        msg = f"ascend-check node: the run passed its deadline of {self.deadline_s:g} s"
+        try:
+            on_expiry(msg)
+        except Exception as exc:  # the exit below must happen whatever acting did
+            msg += f" (and acting on it failed: {exc})"
+        click.echo(f"error: {msg}", err=True)
+        sys.stderr.flush()
+        os._exit(int(ExitCode.FAILED))
+
+    def __enter__(self):
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._timer.cancel()
+
+
+@click.command("node")
+@click.option("--tier", type=click.Choice(["quick", "full"]), default="quick", show_default=True)
+@click.option("--select", multiple=True, metavar="GLOB", help="Only checks whose id matches (repeatable).")
+@click.option("--skip", multiple=True, metavar="GLOB", help="Leave out checks whose id matches (repeatable).")
+@click.option(
+    "--profile", metavar="FILE|NAME", help="Hardware profile (bundled name or file); default atlas-800t-a2."
+)
+@click.option(
+    "--training-user", metavar="USER", help="User the training job runs as (default: the profile's)."
+)
+@click.option("--python", metavar="PATH", help="Training interpreter on this node (default: the profile's).")
+@click.option(
+    "--node-name",
+    "given_name",
+    metavar="NAME",
+    help="This node's name in the report and in Slurm (default: $SLURMD_NODENAME, else the short host name).",
+)
+@click.option(
+    "--fleet-fingerprints",
+    "fleet_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="The fleet's fingerprints as the controller recorded them (ascend-check -i INVENTORY "
+    "--fleet-fingerprints FILE): fleet.* checks compare this node with them; without it they skip.",
+)
+@click.option(
+    "--timeout",
+    "probe_timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=10.0,
+    show_default=True,
+    help="Seconds each probe command may run (a hung tool is cut there and its checks error).",
+)
+@click.option(
+    "--deadline",
+    type=click.FloatRange(2.0, 86400),
+    default=50.0,
+    show_default=True,
+    help="Seconds the whole run may take, acting included: keep it under Slurm's limit for a "
+    "health check (60 s) or PrologEpilogTimeout.",
+)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--prometheus",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Also write node_exporter textfile metrics here (atomically).",
+)
+@click.option(
+    "--report",
+    "report_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    default=DEFAULT_REPORT,
+    show_default=True,
+    help="Where the full JSON report is kept on the node.",
+)
+@click.option(
+    "--slurm-health",
+    is_flag=True,
+    help="Act as Slurm's HealthCheckProgram: drain this node when a "
+    'check fails or cannot be judged (Reason "ascend-check: <ids>"), resume it when it passes '
+    "and the drain was ours. Leaves out the checks of an idle node (a job may hold the NPUs).",
+)
+@click.option(
+    "--prolog",
+    is_flag=True,
+    help="Act as Slurm's Prolog: a fast subset of checks; exit 1 refuses "
+    "the job (Slurm drains the node and requeues it).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="List passing checks in the table too.")
+def node_command(
+    tier,
+    select,
+    skip,
+    profile,
+    training_user,
+    python,
+    given_name,
+    fleet_file,
+    probe_timeout,
+    deadline,
+    fmt,
+    prometheus,
+    report_file,
+    slurm_health,
+    prolog,
+    verbose,
+) -> None:
+    """This node's preflight, run on the node (no SSH): for a Slurm health check or prolog, or a timer.
+
+    \b
+      ascend-check node --prometheus /var/lib/prometheus/node-exporter/ascend_check.prom
+      ascend-check node --slurm-health --fleet-fingerprints /etc/ascend-ready/fleet.json
+      ascend-check node --prolog
+    \b
+    Exit codes: 0 all passed; 1 a check failed or could not be judged (--slurm-health: Slurm could not be
+    told); 2 usage or configuration error.
+    """
+    from ascend_ready.checks.cli import _check_select
+    from ascend_ready.checks.html_report import check_output_path
+    from ascend_ready.checks.preflight import PreflightOptions
+    from ascend_ready.checks.transport import FanoutOptions
+
+    if slurm_health and prolog:
+        raise ConfigError(
+            "--slurm-health and --prolog are two roles: give one",
+            hint="HealthCheckProgram runs --slurm-health, Prolog runs --prolog",
+        )
+    if prolog and not select:
+        select = PROLOG_CHECKS
+    if slurm_health:
+        skip = (*skip, *BUSY_STATE_CHECKS)
+    check_output_path(prometheus, "--prometheus")
+    if Path(report_file).is_dir():  # its folder is made when missing (/var/lib/ascend-ready on a fresh node)
+        raise ConfigError(f"--report {report_file} is a directory", hint="give a file path")
+    _check_select(select, tier)
+    fleet = load_fleet_fingerprints(fleet_file) if fleet_file else None
+    name = node_name(given_name)
+    batch_s = max(1.0, deadline - _JUDGE_MARGIN_S)
+    options = PreflightOptions(
+        tier=tier,
+        select=select,
+        skip=skip,
+        profile=profile,
+        training_user=training_user,
+        python=python,
+        fanout=FanoutOptions(
+            concurrency=1, probe_timeout_s=min(probe_timeout, batch_s), host_deadline_s=batch_s
+        ),
+    )
+
+    def on_expiry(msg: str) -> None:
+        if slurm_health:
+            from ascend_ready.checks.slurm_health import REASON_PREFIX, act_on_verdict
+
+            act_on_verdict(
+                name, f"{REASON_PREFIX} cannot judge: run passed its {deadline:g} s deadline", timeout=2.0
+            )
+
+    with _Watchdog(deadline, on_expiry):
+        report, _ = run_node(name, options, fleet)
+        from ascend_ready.checks.report import exit_code, render_json, render_prometheus
+
+        if fmt == "json":
+            click.echo(render_json(report), nl=False)
+        else:
+            from rich.console import Console
+
+            from ascend_ready.checks.report import render_table
+
+            render_table(report, Console(soft_wrap=False, width=max(100, Console().width)), verbose=verbose)
+        if prometheus:
+            _write(prometheus, render_prometheus(report), "textfile")
+        _write(report_file, render_json(report), "report")
+        code = exit_code(report)
+        if slurm_health:
+            code = _slurm_health(name, report, report_file)
+    sys.exit(code)
+
+
+def _slurm_health(name: str, report, report_file: str) -> int:
+    """Drain or resume this node as the verdict says; exit 0 once Slurm was told, 1 when it could not be."""
+    from ascend_ready.checks.slurm_health import act_on_verdict, drain_reason
+
+    reason = drain_reason(report, name)
+    try:
+        action = act_on_verdict(name, reason)
+    except AscendReadyError as exc:
+        click.echo(f"error: ascend-check node --slurm-health could not act: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+        return int(ExitCode.FAILED)
+    click.echo(f"slurm: {action.note} (full report: {report_file})", err=True)
+    return int(ExitCode.OK)
