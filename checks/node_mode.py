@@ -240,6 +240,12 @@ class _Watchdog:
     help="Act as Slurm's Prolog: a fast subset of checks; exit 1 refuses "
     "the job (Slurm drains the node and requeues it).",
 )
+@click.option(
+    "--gres-line",
+    is_flag=True,
+    help="Print gres.conf's line for this node's healthy NPUs (NodeName=N Name=npu File=/dev/davinci[...]) "
+    "instead of the report (the slurm_health role writes gres.conf from it).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="List passing checks in the table too.")
 def node_command(
     tier,
@@ -257,6 +263,7 @@ def node_command(
     report_file,
     slurm_health,
     prolog,
+    gres_line,
     verbose,
 ) -> None:
     """This node's preflight, run on the node (no SSH): for a Slurm health check or prolog, or a timer.
@@ -311,7 +318,13 @@ def node_command(
             )
 
     with _Watchdog(deadline, on_expiry):
-        report, _ = run_node(name, options, fleet)
+        report, snap = run_node(name, options, fleet)
+        if gres_line:
+            from ascend_ready.checks.cluster.launchspec import healthy_devices
+            from ascend_ready.checks.slurm_health import gres_conf_line
+
+            click.echo(gres_conf_line(name, healthy_devices(snap.hosts[name])[0]))
+            sys.exit(int(ExitCode.OK))
         from ascend_ready.checks.report import exit_code, render_json, render_prometheus
 
         if fmt == "json":

@@ -185,3 +185,23 @@ def act_on_verdict(
 def _same_reason(current: str, wanted: str) -> bool:
     # scontrol show node appends " [user@time]"; sinfo's %E does not, but be tolerant of either
     return current == wanted or current.startswith(wanted + " [")
+
+
+def gres_conf_line(node: str, devices: Sequence[int]) -> str:
+    """gres.conf's line for `node`'s healthy NPUs: `NodeName=node01 Name=npu File=/dev/davinci[0-3,5-7]`
+    (Slurm's bracket ranges). On the Atlas 800T A2 a chip's device id is its /dev/davinciN index."""
+    if not devices:
+        raise RemoteError(f"{node}: npu-smi shows no healthy NPU, so there is no GRES to declare",
+                          hint="run ascend-check node --select 'npu.*' on the node and fix what it reports")
+    ids = sorted(set(devices))
+    runs: list[str] = []
+    start = prev = ids[0]
+    for i in [*ids[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        runs.append(str(start) if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    files = f"/dev/davinci{runs[0]}" if len(ids) == 1 else f"/dev/davinci[{','.join(runs)}]"
+    return f"NodeName={node} Name=npu File={files}"

@@ -277,3 +277,16 @@ def test_the_watchdog_acts_and_ends_a_run_that_passes_its_deadline(tmp_path):
     assert proc.returncode == 1
     assert "passed its deadline of 0.3 s" in proc.stderr
     assert Path(marker).read_text().startswith("ascend-check node: the run passed its deadline")
+
+
+def test_gres_line_names_the_healthy_npus_in_slurm_ranges(node_run):
+    from ascend_ready.checks.slurm_health import gres_conf_line
+
+    assert gres_conf_line("n1", [0, 1, 2, 3, 5, 6, 7]) == "NodeName=n1 Name=npu File=/dev/davinci[0-3,5-7]"
+    assert gres_conf_line("n1", [4]) == "NodeName=n1 Name=npu File=/dev/davinci4"
+    with pytest.raises(RemoteError, match="no healthy NPU"):
+        gres_conf_line("n1", [])
+    node_run.append(("chip-health", {"npu": 5, "level": "Critical"}))
+    result = CliRunner().invoke(main, ["node", "--gres-line", "--select", "npu.*", "--node-name", "node01"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "NodeName=node01 Name=npu File=/dev/davinci[0-4,6-7]\n"
