@@ -1,0 +1,148 @@
+"""ascend-check under real Slurm daemons (Debian's slurmctld, slurmd, munge) on 3 simulated nodes, one
+cluster for the module: a node with a narrowed PCIe link is drained with the failing check as its reason
+and resumed once it is repaired; a node an administrator drained stays drained; a hung npu-smi drains
+naming the checks that could not be judged; node_exporter serves the textfile.
+
+Each test waits for the event (a reason in sinfo, a newer report on the node), never a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from sim_support import node_run, own_cluster, shared_venv_cluster, wait_for
+from test_sim_checks import NOT_HEALTHY_IN_SIM, provision, sim_profile
+
+pytestmark = pytest.mark.sim
+
+RUN_DIR, SUBNET = own_cluster("slurm", 6)  # default /run/ascend-sim-pytest-slurm, 10.251.200.192/27
+#: seconds between health checks: short for the test (a run takes a few seconds on a loaded machine)
+INTERVAL = 15
+#: a hung npu-smi is cut after this many seconds (the health check's own --timeout)
+PROBE_TIMEOUT = 4
+#: how long one event may take: two intervals (the check may have just started) plus a loaded run
+WITHIN = 2 * INTERVAL + 45
+REPORT = "/var/lib/ascend-ready/node-check.json"
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def slurm(sim_host, tmp_path_factory):
+    """3 A2 nodes provisioned as the playbooks leave them, judged with the simulator's limits
+    (test_sim_checks.py), under Slurm with ascend-check as health check and prolog."""
+    from ascend_ready.sim.harness import slurm as harness
+
+    with shared_venv_cluster(RUN_DIR, SUBNET, 3, "a2-ubuntu2204", needs="click") as c:
+        for node in c.nodes:
+            provision(c, tmp_path_factory.mktemp(node.name), node.name)
+        profile = sim_profile(tmp_path_factory.mktemp("profile"), "atlas-800t-a2").read_text()
+        harness.up(c, health_interval=INTERVAL, probe_timeout=PROBE_TIMEOUT, profile=profile,
+                   skip=tuple(sorted(NOT_HEALTHY_IN_SIM)))
+        yield c
+        harness.down(c)
+
+
+def _nodes(cluster) -> dict[str, tuple[str, str]]:
+    """node -> (sinfo's state, its reason) as sinfo -R's reason column prints it, whole (%E)."""
+    from ascend_ready.sim.harness.slurm import sinfo
+
+    out = {}
+    for line in sinfo(cluster, "%N|%T|%E").splitlines():
+        name, state, reason = line.split("|", 2)
+        out[name] = (state, reason)
+    return out
+
+
+def _fault(node: str, kind: str | None, **params) -> None:
+    from ascend_ready.sim import faults
+
+    faults.change(node, kind, params)
+
+
+def _report_time(cluster, node: str) -> str:
+    proc = node_run(cluster, node, "cat", REPORT)
+    return json.loads(proc.stdout)["created_at"] if proc.returncode == 0 else ""
+
+
+def _next_run(cluster, node: str) -> None:
+    """Wait for the health check to judge `node` once more (its report on the node is newer)."""
+    before = _report_time(cluster, node)
+    wait_for(lambda: _report_time(cluster, node) not in ("", before), WITHIN,
+             f"the next health check on {node}", interval=1)
+
+
+def test_a_narrowed_pcie_link_drains_the_node_and_its_repair_resumes_it(slurm):
+    wait_for(lambda: all(s == "idle" for s, _ in _nodes(slurm).values()), WITHIN, "every node idle",
+             interval=1)
+    _fault("node02", "pcie-width", width=8)
+    try:
+        state = wait_for(lambda: (lambda n: n if "drain" in n["node02"][0] else None)(_nodes(slurm)), WITHIN,
+                         "node02 drained", interval=1)
+        assert state["node02"][1] == "ascend-check: pcie.link_width"
+        assert state["node01"][0] == "idle" and state["node03"][0] == "idle"
+        # sinfo -R, as an operator reads it (the reason column widened to show it whole)
+        from ascend_ready.sim.harness.slurm import _sh
+
+        listed = _sh(slurm, "node01", "sinfo -R -h -o '%60E|%N'")
+        assert [line.split("|") for line in listed.splitlines()] == [
+            ["ascend-check: pcie.link_width".ljust(60), "node02"]]
+    finally:
+        _fault("node02", None)
+    wait_for(lambda: _nodes(slurm)["node02"][0] == "idle", WITHIN, "node02 resumed", interval=1)
+
+
+def test_a_node_an_administrator_drained_stays_drained_when_it_passes(slurm):
+    from ascend_ready.sim.harness.slurm import scontrol
+
+    scontrol(slurm, "update", "NodeName=node01", "State=DRAIN", "Reason=replace DIMM B3")
+    try:
+        _next_run(slurm, "node01")
+        report = json.loads(node_run(slurm, "node01", "cat", REPORT).stdout)
+        assert {r["status"] for r in report["results"]} <= {"pass", "skip", "warn"}  # it passed...
+        state, reason = _nodes(slurm)["node01"]
+        assert "drain" in state and reason == "replace DIMM B3"  # ...and the admin's drain stands
+    finally:
+        scontrol(slurm, "update", "NodeName=node01", "State=RESUME")
+
+
+def test_a_hung_npu_smi_drains_the_node_naming_what_could_not_be_judged(slurm):
+    _fault("node03", "npu-smi-hang")
+    try:
+        state = wait_for(lambda: (lambda n: n if "drain" in n["node03"][0] else None)(_nodes(slurm)), WITHIN,
+                         "node03 drained", interval=1)
+        reason = state["node03"][1]
+        assert reason.startswith("ascend-check: cannot judge npu."), reason
+        report = json.loads(node_run(slurm, "node03", "cat", REPORT).stdout)
+        unjudged = [r for r in report["results"] if r["status"] == "error"]
+        assert unjudged and all("npu-smi" in r["message"] for r in unjudged)
+        # the run kept to its deadline: the batch was cut at the probe timeout, not at Slurm's 60 s
+        assert report["duration_s"] < 50
+    finally:
+        _fault("node03", None)
+    wait_for(lambda: _nodes(slurm)["node03"][0] == "idle", WITHIN, "node03 resumed", interval=1)
+
+
+def test_node_exporter_serves_the_health_checks_textfile(slurm):
+    """The health check also writes node_exporter's textfile when asked; here the role's timer path."""
+    from ascend_ready.sim.harness.slurm import NODE_EXPORTER_PORT, PROFILE_PATH, TEXTFILE_DIR
+
+    skips = [a for c in sorted(NOT_HEALTHY_IN_SIM) for a in ("--skip", c)]
+    run = node_run(slurm, "node01", str(BIN / "ascend-check"), "node", "--profile", PROFILE_PATH, *skips,
+                   "--prometheus", f"{TEXTFILE_DIR}/ascend_check.prom", "--report", "/tmp/node-check.json",
+                   "--format", "json", timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    node01 = slurm.node("node01")
+
+    def scrape():
+        with urllib.request.urlopen(f"http://{node01.ip}:{NODE_EXPORTER_PORT}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    text = wait_for(scrape, 30, "node_exporter on node01", ignore=(OSError,))
+    # node_exporter orders the labels by name
+    width = 'ascend_check_status{check="pcie.link_width",host="node01",severity="critical",status="pass"} 1'
+    assert width in text
+    assert "node_textfile_scrape_error 0" in text
