@@ -82,7 +82,9 @@ def slurm_conf(cluster, *, health_interval: int, prolog: bool) -> str:
     ]
     if prolog:
         lines += [f"Prolog={PROLOG_PROGRAM}", "PrologFlags=Alloc"]
-    lines += [f"NodeName={n.name} NodeAddr={n.ip} CPUs=1 State=UNKNOWN" for n in cluster.nodes]
+    cpus = os.cpu_count() or 1  # every node sees the host's CPUs: slurmd reports them so
+    lines += [f"NodeName={n.name} NodeAddr={n.ip} CPUs={cpus} CoresPerSocket={cpus} State=UNKNOWN"
+              for n in cluster.nodes]
     lines.append(f"PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
 
@@ -126,7 +128,13 @@ def up(cluster, *, health_interval: int = 300, probe_timeout: int = 10, prolog: 
         _put(cluster, node.name, "/etc/slurm/slurm.conf", conf)
         _put(cluster, node.name, HEALTH_PROGRAM, health, "0755")
         _put(cluster, node.name, PROLOG_PROGRAM, prolog_sh, "0755")
+        # slurmd 22.05 initialises its cgroup plugin even with proctrack/linuxproc and task/none, and its
+        # autodetection wants a cgroup file system at /sys/fs/cgroup: a tmpfs with a named v1 hierarchy
+        # that has no controller satisfies it, and hands the node nothing of the host's cgroups
         _sh(cluster, node.name, f"""
+mountpoint -q /sys/fs/cgroup || mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup
+mkdir -p /sys/fs/cgroup/systemd
+mountpoint -q /sys/fs/cgroup/systemd || mount -t cgroup -o none,name=ascend-sim cgroup /sys/fs/cgroup/systemd
 mkdir -p /run/munge /var/log/munge /var/lib/munge /var/log/slurm /var/lib/slurm/slurmd {TEXTFILE_DIR}
 chown munge:munge /run/munge /var/log/munge /var/lib/munge
 runuser -u munge -- /usr/sbin/munged
