@@ -227,6 +227,7 @@ class _Watchdog:
     show_default=True,
     help="Where the full JSON report is kept on the node.",
 )
+@click.option("--no-report", is_flag=True, help="Keep no report file (a one-off run, e.g. a launch gate).")
 @click.option(
     "--slurm-health",
     is_flag=True,
@@ -264,6 +265,7 @@ def node_command(
     slurm_health,
     prolog,
     gres_line,
+    no_report,
     verbose,
 ) -> None:
     """This node's preflight, run on the node (no SSH): for a Slurm health check or prolog, or a timer.
@@ -291,7 +293,9 @@ def node_command(
     if slurm_health:
         skip = (*skip, *BUSY_STATE_CHECKS)
     check_output_path(prometheus, "--prometheus")
-    if Path(report_file).is_dir():  # its folder is made when missing (/var/lib/ascend-ready on a fresh node)
+    if (
+        not no_report and Path(report_file).is_dir()
+    ):  # its folder is made when missing (/var/lib/ascend-ready on a fresh node)
         raise ConfigError(f"--report {report_file} is a directory", hint="give a file path")
     _check_select(select, tier)
     fleet = load_fleet_fingerprints(fleet_file) if fleet_file else None
@@ -337,7 +341,8 @@ def node_command(
             render_table(report, Console(soft_wrap=False, width=max(100, Console().width)), verbose=verbose)
         if prometheus:
             _write(prometheus, render_prometheus(report), "textfile")
-        _write(report_file, render_json(report), "report")
+        if not no_report:
+            _write(report_file, render_json(report), "report")
         code = exit_code(report)
         if slurm_health:
             code = _slurm_health(name, report, report_file)

@@ -110,8 +110,7 @@ def gate_nodes(
         "node",
         "--format",
         "json",
-        "--report",
-        "/dev/null",
+        "--no-report",
         *extra,
     ]
     try:

@@ -40,8 +40,13 @@ def slurm(sim_host, tmp_path_factory):
         for node in c.nodes:
             provision(c, tmp_path_factory.mktemp(node.name), node.name)
         profile = sim_profile(tmp_path_factory.mktemp("profile"), "atlas-800t-a2").read_text()
-        harness.up(c, health_interval=INTERVAL, probe_timeout=PROBE_TIMEOUT, profile=profile,
-                   skip=tuple(sorted(NOT_HEALTHY_IN_SIM)))
+        harness.up(
+            c,
+            health_interval=INTERVAL,
+            probe_timeout=PROBE_TIMEOUT,
+            profile=profile,
+            skip=tuple(sorted(NOT_HEALTHY_IN_SIM)),
+        )
         yield c
         harness.down(c)
 
@@ -71,17 +76,26 @@ def _report_time(cluster, node: str) -> str:
 def _next_run(cluster, node: str) -> None:
     """Wait for the health check to judge `node` once more (its report on the node is newer)."""
     before = _report_time(cluster, node)
-    wait_for(lambda: _report_time(cluster, node) not in ("", before), WITHIN,
-             f"the next health check on {node}", interval=1)
+    wait_for(
+        lambda: _report_time(cluster, node) not in ("", before),
+        WITHIN,
+        f"the next health check on {node}",
+        interval=1,
+    )
 
 
 def test_a_narrowed_pcie_link_drains_the_node_and_its_repair_resumes_it(slurm):
-    wait_for(lambda: all(s == "idle" for s, _ in _nodes(slurm).values()), WITHIN, "every node idle",
-             interval=1)
+    wait_for(
+        lambda: all(s == "idle" for s, _ in _nodes(slurm).values()), WITHIN, "every node idle", interval=1
+    )
     _fault("node02", "pcie-width", width=8)
     try:
-        state = wait_for(lambda: (lambda n: n if "drain" in n["node02"][0] else None)(_nodes(slurm)), WITHIN,
-                         "node02 drained", interval=1)
+        state = wait_for(
+            lambda: (lambda n: n if "drain" in n["node02"][0] else None)(_nodes(slurm)),
+            WITHIN,
+            "node02 drained",
+            interval=1,
+        )
         assert state["node02"][1] == "ascend-check: pcie.link_width"
         assert state["node01"][0] == "idle" and state["node03"][0] == "idle"
         # sinfo -R, as an operator reads it (the reason column widened to show it whole)
@@ -89,7 +103,8 @@ def test_a_narrowed_pcie_link_drains_the_node_and_its_repair_resumes_it(slurm):
 
         listed = _sh(slurm, "node01", "sinfo -R -h -o '%60E|%N'")
         assert [line.split("|") for line in listed.splitlines()] == [
-            ["ascend-check: pcie.link_width".ljust(60), "node02"]]
+            ["ascend-check: pcie.link_width".ljust(60), "node02"]
+        ]
     finally:
         _fault("node02", None)
     wait_for(lambda: _nodes(slurm)["node02"][0] == "idle", WITHIN, "node02 resumed", interval=1)
@@ -112,8 +127,12 @@ def test_a_node_an_administrator_drained_stays_drained_when_it_passes(slurm):
 def test_a_hung_npu_smi_drains_the_node_naming_what_could_not_be_judged(slurm):
     _fault("node03", "npu-smi-hang")
     try:
-        state = wait_for(lambda: (lambda n: n if "drain" in n["node03"][0] else None)(_nodes(slurm)), WITHIN,
-                         "node03 drained", interval=1)
+        state = wait_for(
+            lambda: (lambda n: n if "drain" in n["node03"][0] else None)(_nodes(slurm)),
+            WITHIN,
+            "node03 drained",
+            interval=1,
+        )
         reason = state["node03"][1]
         assert reason.startswith("ascend-check: cannot judge npu."), reason
         report = json.loads(node_run(slurm, "node03", "cat", REPORT).stdout)
@@ -131,9 +150,22 @@ def test_node_exporter_serves_the_health_checks_textfile(slurm):
     from ascend_ready.sim.harness.slurm import NODE_EXPORTER_PORT, PROFILE_PATH, TEXTFILE_DIR
 
     skips = [a for c in sorted(NOT_HEALTHY_IN_SIM) for a in ("--skip", c)]
-    run = node_run(slurm, "node01", str(BIN / "ascend-check"), "node", "--profile", PROFILE_PATH, *skips,
-                   "--prometheus", f"{TEXTFILE_DIR}/ascend_check.prom", "--report", "/tmp/node-check.json",
-                   "--format", "json", timeout=120)
+    run = node_run(
+        slurm,
+        "node01",
+        str(BIN / "ascend-check"),
+        "node",
+        "--profile",
+        PROFILE_PATH,
+        *skips,
+        "--prometheus",
+        f"{TEXTFILE_DIR}/ascend_check.prom",
+        "--report",
+        "/tmp/node-check.json",
+        "--format",
+        "json",
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     node01 = slurm.node("node01")
 
@@ -146,3 +178,152 @@ def test_node_exporter_serves_the_health_checks_textfile(slurm):
     width = 'ascend_check_status{check="pcie.link_width",host="node01",severity="critical",status="pass"} 1'
     assert width in text
     assert "node_textfile_scrape_error 0" in text
+
+
+# ---------------------------------------------------------------- ascend-train inside an allocation
+
+#: the gate's ascend-check as this cluster judges its nodes (the simulator's profile and skips), on /shared
+SIM_CHECK = "/shared/ascend-check-sim"
+TRAINING = ("ascend_ready.training", "torch.distributed.run", "bin/ascend-train")
+
+
+def _job(cluster, job_id: str) -> dict[str, str]:
+    from ascend_ready.sim.harness.slurm import scontrol
+
+    line = scontrol(cluster, "show", "job", "-o", job_id).strip()
+    return dict(f.split("=", 1) for f in line.split() if "=" in f)
+
+
+def _training_processes(cluster, node: str) -> list[str]:
+    ps = node_run(cluster, node, "ps", "-eo", "pid,args").stdout.splitlines()
+    return [line for line in ps if any(t in line for t in TRAINING)]
+
+
+def _sbatch_script(cluster, name: str, *overrides: str) -> str:
+    """The script `ascend-train --print-sbatch` writes on node01 (the login node here), as nodes see it."""
+    from ascend_ready.sim.harness.slurm import PROFILE_PATH
+
+    wrapper = cluster.run_dir / "shared" / "ascend-check-sim"
+    skips = " ".join(f"--skip {c}" for c in sorted(NOT_HEALTHY_IN_SIM))
+    wrapper.write_text(f'#!/bin/sh\nexec {BIN}/ascend-check "$@" --profile {PROFILE_PATH} {skips}\n')
+    wrapper.chmod(0o755)
+    script = f"/shared/{name}.sh"
+    made = node_run(
+        cluster,
+        "node01",
+        str(BIN / "ascend-train"),
+        "grpo",
+        "-c",
+        "tiny",
+        "-o",
+        f"/shared/{name}",
+        "--launcher",
+        "slurm",
+        "--print-sbatch",
+        script,
+        "--nnodes",
+        "2",
+        "--sbatch-gres",
+        "none",
+        "--sbatch-time",
+        "10:00",
+        "--preflight-command",
+        SIM_CHECK,
+        "eval_max_examples=0",
+        *overrides,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    return script
+
+
+def _submit(cluster, script: str) -> str:
+    sub = node_run(cluster, "node01", "env", "OMP_NUM_THREADS=1", "sbatch", "--parsable", script, timeout=60)
+    assert sub.returncode == 0, sub.stderr
+    return sub.stdout.strip().split(";")[0]
+
+
+@pytest.fixture
+def node02_drained(slurm):
+    """node02 drained by its health check (a narrowed PCIe link) for the test's length."""
+    _fault("node02", "pcie-width", width=8)
+    try:
+        wait_for(lambda: "drain" in _nodes(slurm)["node02"][0], WITHIN, "node02 drained", interval=1)
+        yield
+    finally:
+        _fault("node02", None)
+        wait_for(lambda: _nodes(slurm)["node02"][0] == "idle", WITHIN, "node02 resumed", interval=1)
+
+
+def test_sbatch_of_the_printed_script_trains_on_the_healthy_nodes_and_leaves_nothing(slurm, node02_drained):
+    script = _sbatch_script(slurm, "grpo-slurm", "max_steps=3", "save_every=0")
+    text = (slurm.run_dir / "shared" / "grpo-slurm.sh").read_text()
+    assert "#SBATCH --nodes=2" in text and "--launcher slurm" in text
+    job = _submit(slurm, script)
+    done = wait_for(
+        lambda: (
+            lambda j: j if j["JobState"] not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING") else None
+        )(_job(slurm, job)),
+        300,
+        f"job {job} to end",
+        interval=2,
+    )
+    out = slurm.run_dir / "shared" / "grpo-slurm"
+    log = (out / f"slurm-{job}.out").read_text()
+    assert done["JobState"] == "COMPLETED", log[-4000:]
+    assert done["NodeList"] == "node[01,03]"
+    assert "preflight: passed on every allocated node" in log
+    assert "slurm: node rank 0, NIC eth0 (node01)" in log and "slurm: node rank 1, NIC eth0 (node03)" in log
+    steps = [
+        r["step"]
+        for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+        if "loss/policy" in r
+    ]
+    assert steps == [1, 2, 3]
+    assert _training_processes(slurm, "node01") == _training_processes(slurm, "node03") == []
+
+
+def test_scancel_mid_run_stops_every_nodes_ranks(slurm, node02_drained):
+    script = _sbatch_script(slurm, "grpo-cancel", "max_steps=500", "save_every=0")
+    job = _submit(slurm, script)
+    out = slurm.run_dir / "shared" / "grpo-cancel"
+    wait_for(lambda: (out / "metrics.jsonl").is_file(), 300, "the first training step", interval=1)
+    assert _training_processes(slurm, "node01") and _training_processes(slurm, "node03")
+    node_run(slurm, "node01", "scancel", job)
+    wait_for(
+        lambda: not _training_processes(slurm, "node01") and not _training_processes(slurm, "node03"),
+        60,
+        "every rank on node01 and node03 to stop",
+        interval=0.5,
+    )
+    assert _job(slurm, job)["JobState"] in ("CANCELLED", "COMPLETING")
+
+
+def test_a_prolog_failure_requeues_the_job(slurm, node02_drained):
+    # a leftover process on one of node03's NPUs: the prolog's npu.processes refuses the job there
+    # (the health check leaves busy-NPU checks to the prolog: a job of its own may hold them)
+    from ascend_ready.sim.harness.slurm import scontrol
+
+    _fault("node03", "stray-process")
+    job = ""
+    try:
+        job = _submit(slurm, _sbatch_script(slurm, "grpo-prolog", "max_steps=2"))
+        held = wait_for(
+            lambda: (lambda j: j if int(j.get("Restarts", "0")) >= 1 else None)(_job(slurm, job)),
+            120,
+            f"job {job} requeued",
+            interval=1,
+        )
+        assert held["JobState"] == "PENDING"
+        state, reason = _nodes(slurm)["node03"]
+        assert "drain" in state and "Prolog" in reason  # Slurm's own drain: ascend-check never lifts it
+        report = json.loads(
+            node_run(slurm, "node03", "cat", "/var/lib/ascend-ready/prolog-check.json").stdout
+        )
+        assert {r["check_id"]: r["status"] for r in report["results"]}["npu.processes"] == "fail"
+    finally:
+        if job:
+            node_run(slurm, "node01", "scancel", job)
+        _fault("node03", None)
+        scontrol(slurm, "update", "NodeName=node03", "State=RESUME")
+        wait_for(lambda: _nodes(slurm)["node03"][0] == "idle", WITHIN, "node03 idle again", interval=1)
