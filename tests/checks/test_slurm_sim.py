@@ -255,8 +255,9 @@ def node02_drained(slurm):
         wait_for(lambda: _nodes(slurm)["node02"][0] == "idle", WITHIN, "node02 resumed", interval=1)
 
 
+@pytest.mark.slow  # a 2-node GRPO run under Slurm: about 70 s here
 def test_sbatch_of_the_printed_script_trains_on_the_healthy_nodes_and_leaves_nothing(slurm, node02_drained):
-    script = _sbatch_script(slurm, "grpo-slurm", "max_steps=3", "save_every=0")
+    script = _sbatch_script(slurm, "grpo-slurm", "max_steps=3", "save_every=1000")
     text = (slurm.run_dir / "shared" / "grpo-slurm.sh").read_text()
     assert "#SBATCH --nodes=2" in text and "--launcher slurm" in text
     job = _submit(slurm, script)
@@ -283,8 +284,9 @@ def test_sbatch_of_the_printed_script_trains_on_the_healthy_nodes_and_leaves_not
     assert _training_processes(slurm, "node01") == _training_processes(slurm, "node03") == []
 
 
+@pytest.mark.slow  # a 2-node GRPO run under Slurm, cancelled: about 50 s here
 def test_scancel_mid_run_stops_every_nodes_ranks(slurm, node02_drained):
-    script = _sbatch_script(slurm, "grpo-cancel", "max_steps=500", "save_every=0")
+    script = _sbatch_script(slurm, "grpo-cancel", "max_steps=500", "save_every=1000")
     job = _submit(slurm, script)
     out = slurm.run_dir / "shared" / "grpo-cancel"
     wait_for(lambda: (out / "metrics.jsonl").is_file(), 300, "the first training step", interval=1)
