@@ -484,7 +484,7 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
     _emit(report, fmt, junit, prometheus, verbose)
     write_html(report, html_file)
     if fleet_file:
-        from ascend_ready.checks.node_mode import write_fleet_fingerprints
+        from ascend_ready.checks.cluster.fleet_file import write_fleet_fingerprints
 
         write_fleet_fingerprints(snap, Path(fleet_file))
     if spec_file:

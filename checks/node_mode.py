@@ -13,23 +13,14 @@ import socket
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import click
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
 
-__all__ = [
-    "FLEET_FINGERPRINTS_VERSION",
-    "FleetFingerprints",
-    "load_fleet_fingerprints",
-    "node_command",
-    "write_fleet_fingerprints",
-]
+__all__ = ["node_command", "run_node"]
 
-FLEET_FINGERPRINTS_VERSION = 1
 #: where a node keeps its latest full report (the drain reason is short; this says everything)
 DEFAULT_REPORT = "/var/lib/ascend-ready/node-check.json"
 #: checks of a node's idle state: a health check also runs while a job holds the NPUs, so it leaves them to
@@ -49,72 +40,12 @@ PROLOG_CHECKS = (
 _JUDGE_MARGIN_S = 4.0
 
 
-class FleetFingerprints(BaseModel):
-    """What the controller read of every node for the fleet.* checks, for nodes that judge themselves."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: int = FLEET_FINGERPRINTS_VERSION
-    created_at: str = ""
-    tool_version: str = ""
-    fingerprints: dict[str, dict[str, dict[str, str]]] = Field(
-        default_factory=dict,
-        description='"<check id>:<product>" -> node -> field -> value, as the controller read them',
-    )
-
-
-def write_fleet_fingerprints(snapshot, path: Path) -> FleetFingerprints:
-    """Record every reachable host's fleet fingerprints of `snapshot` (profiles resolved) in `path`."""
-    from ascend_ready import __version__
-    from ascend_ready.checks.report import write_atomic
-    from ascend_ready.checks.resources import Host
-    from ascend_ready.checks.suite.test_fleet import fleet_fingerprints
-
-    hosts = [Host(h, h.profile) for h in snapshot.hosts.values() if h.reachable and h.profile is not None]
-    model = FleetFingerprints(
-        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        tool_version=__version__,
-        fingerprints=fleet_fingerprints(hosts),
-    )
-    try:
-        write_atomic(path, model.model_dump_json(indent=1) + "\n")
-    except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return model
-
-
-def load_fleet_fingerprints(path: str | Path) -> FleetFingerprints:
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read the fleet fingerprint file {path}: {exc.strerror or exc}",
-            hint="write it on the controller: ascend-check -i INVENTORY --fleet-fingerprints FILE, "
-            "then copy it to the nodes",
-        ) from None
-    try:
-        model = FleetFingerprints.model_validate_json(text)
-    except ValidationError as exc:
-        lines = [f"{'.'.join(map(str, e['loc'])) or '(file)'}: {e['msg']}" for e in exc.errors()[:5]]
-        raise ConfigError(
-            f"{path} is not a fleet fingerprint file:\n  " + "\n  ".join(lines),
-            hint="write it again with ascend-check -i INVENTORY --fleet-fingerprints FILE",
-        ) from None
-    if model.schema_version > FLEET_FINGERPRINTS_VERSION:
-        raise ConfigError(
-            f"{path} has schema_version {model.schema_version}; this ascend-check reads up to "
-            f"{FLEET_FINGERPRINTS_VERSION}",
-            hint="upgrade ascend-ready on this node",
-        )
-    return model
-
-
 def node_name(given: str | None = None) -> str:
     """Slurm's name for this node under slurmd (SLURMD_NODENAME), else the short host name."""
     return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0] or "localhost"
 
 
-def run_node(name: str, options, fleet: FleetFingerprints | None):
+def run_node(name: str, options, fleet):
     """Collect this node's probes locally and judge them (the report, and the snapshot it judged)."""
     from ascend_ready.checks.preflight import collect_snapshot, judge_snapshot
     from ascend_ready.checks.transport import LOCAL, Target
@@ -298,7 +229,12 @@ def node_command(
     ):  # its folder is made when missing (/var/lib/ascend-ready on a fresh node)
         raise ConfigError(f"--report {report_file} is a directory", hint="give a file path")
     _check_select(select, tier)
-    fleet = load_fleet_fingerprints(fleet_file) if fleet_file else None
+    if fleet_file:
+        from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints
+
+        fleet = load_fleet_fingerprints(fleet_file)
+    else:
+        fleet = None
     name = node_name(given_name)
     batch_s = max(1.0, deadline - _JUDGE_MARGIN_S)
     options = PreflightOptions(

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from ascend_ready.checks import node_mode, slurm_health
 from ascend_ready.checks.cli import main
-from ascend_ready.checks.node_mode import load_fleet_fingerprints, write_fleet_fingerprints
+from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints, write_fleet_fingerprints
 from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.registry import select_checks
 from ascend_ready.checks.report import Report
