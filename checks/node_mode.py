@@ -52,7 +52,7 @@ def run_node(name: str, options, fleet):
 
     started = time.monotonic()
     specs = options.checks()
-    snap = collect_snapshot([Target(name=name, address=LOCAL)], options, specs=specs)
+    snap = collect_snapshot([Target(name=name, address=LOCAL)], options, specs=specs, warm_up=False)
     report = judge_snapshot(
         snap, options, specs=specs, started=started, fleet_reference=fleet.fingerprints if fleet else None
     )

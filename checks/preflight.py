@@ -160,8 +160,13 @@ def collect_snapshot(
     options: PreflightOptions,
     progress: Callable[[HostSnapshot], None] | None = None,
     specs: Sequence[CheckSpec] | None = None,
+    *,
+    warm_up: bool = True,
 ) -> Snapshot:
     """Run the probes the selected checks read on every target (one exec per host).
+
+    `warm_up`: a dry run of the checks while the hosts probe (see _prepare_judging); a node judging
+    itself leaves it out, its probes and its judging share the node's CPUs.
 
     Each host's profile, training user and interpreter are resolved here, once, and recorded in the
     snapshot with the tier and selection, so judging it (now or later, elsewhere) reads the same."""
@@ -179,7 +184,7 @@ def collect_snapshot(
         host_plan,
         options.fanout,
         progress=progress,
-        while_waiting=lambda: _prepare_judging(specs, first),
+        while_waiting=lambda: _prepare_judging(specs, first) if warm_up else _prepare_judging(),
     )
     if "hccl-mesh" in wanted:
         _attach_mesh(targets, hosts, options)
