@@ -192,6 +192,40 @@ def train_argv(
     passed: dict,
 ) -> list[str]:
     """The command each node runs: this ascend-train, per-node mode, everything else as given."""
+    port = str(passed.get("master_port") or alloc.master_port)
+    # the gate judged every node before this step (gate_nodes); GATED_ENV says so on the nodes
+    step = [
+        "--nnodes",
+        str(len(alloc.nodes)),
+        "--master-addr",
+        master_addr,
+        "--master-port",
+        port,
+        "--skip-preflight",
+    ]
+    return _ascend_train(
+        algo,
+        config,
+        output_dir,
+        step,
+        passed,
+        ("nproc_per_node", "device", "preflight_command"),
+        ["--resume"] if resume else [],
+        overrides,
+    )
+
+
+def _ascend_train(
+    algo: str,
+    config: str,
+    output_dir: Path,
+    head: Sequence[str],
+    opts: dict,
+    passed_on: Sequence[str],
+    tail: Sequence[str],
+    overrides: Sequence[str],
+) -> list[str]:
+    """This ascend-train ALGO with `head`, the options of `passed_on` given here, `tail`, the overrides."""
     argv = [
         str(Path(sys.executable).with_name("ascend-train")),
         algo,
@@ -199,21 +233,12 @@ def train_argv(
         config,
         "--output-dir",
         str(output_dir),
-        "--nnodes",
-        str(len(alloc.nodes)),
-        "--master-addr",
-        master_addr,
-        "--master-port",
-        str(passed.get("master_port") or alloc.master_port),
-        # the gate judged every node before this step (gate_nodes); GATED_ENV says so on the nodes
-        "--skip-preflight",
+        *head,
     ]
-    for flag in ("nproc_per_node", "device", "preflight_command"):
-        if passed.get(flag) is not None:
-            argv += [f"--{flag.replace('_', '-')}", str(passed[flag])]
-    if resume:
-        argv.append("--resume")
-    return [*argv, *overrides]
+    for flag in passed_on:
+        if opts.get(flag) is not None:
+            argv += [f"--{flag.replace('_', '-')}", str(opts[flag])]
+    return [*argv, *tail, *overrides]
 
 
 def launch(
@@ -289,21 +314,17 @@ def _write_sbatch(algo, config, out: Path, resume, skip_preflight, overrides, op
     nproc = opts.get("nproc_per_node") or cfg.launch.nproc_per_node
     gres = opts.get("sbatch_gres")
     gres = None if gres == "none" else (gres or f"npu:{nproc}")
-    argv = [
-        str(Path(sys.executable).with_name("ascend-train")),
+    tail = (["--resume"] if resume else []) + (["--skip-preflight"] if skip_preflight else [])
+    argv = _ascend_train(
         algo,
-        "--config",
         config,
-        "--output-dir",
-        str(out),
-        "--launcher",
-        "slurm",
-    ]
-    for flag in ("nproc_per_node", "device", "preflight_command", "master_port"):
-        if opts.get(flag) is not None:
-            argv += [f"--{flag.replace('_', '-')}", str(opts[flag])]
-    argv += ["--resume"] if resume else []
-    argv += ["--skip-preflight"] if skip_preflight else []
+        out,
+        ["--launcher", "slurm"],
+        opts,
+        ("nproc_per_node", "device", "preflight_command", "master_port"),
+        tail,
+        (),
+    )
     text = sbatch_script(
         algo,
         config,

@@ -141,28 +141,24 @@ def test_the_job_step_runs_this_ascend_train_on_every_node_with_its_rank():
     assert proc.stderr.startswith("slurm: node rank 1, NIC lo (")
 
 
+def _slurm(out: Path, *args: str):
+    """`ascend-train grpo -c tiny -o OUT --launcher slurm ARGS`, through click's runner."""
+    return CliRunner().invoke(main, ["grpo", "-c", "tiny", "-o", str(out), "--launcher", "slurm", *args])
+
+
 def test_print_sbatch_writes_a_ready_script(tmp_path):
     script, out = tmp_path / "job.sh", tmp_path / "runs" / "r1"
-    result = CliRunner().invoke(
-        main,
-        [
-            "grpo",
-            "-c",
-            "tiny",
-            "-o",
-            str(out),
-            "--launcher",
-            "slurm",
-            "--nnodes",
-            "2",
-            "--nproc-per-node",
-            "8",
-            "--print-sbatch",
-            str(script),
-            "--sbatch-time",
-            "2:00:00",
-            "max_steps=3",
-        ],
+    result = _slurm(
+        out,
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "8",
+        "--print-sbatch",
+        str(script),
+        "--sbatch-time",
+        "2:00:00",
+        "max_steps=3",
     )
     assert result.exit_code == 0, result.output
     text = script.read_text()
@@ -173,22 +169,7 @@ def test_print_sbatch_writes_a_ready_script(tmp_path):
         f"grpo --config tiny --output-dir {out} --launcher slurm --nproc-per-node 8 max_steps=3"
     )
     assert script.stat().st_mode & 0o111
-    no_gres = CliRunner().invoke(
-        main,
-        [
-            "grpo",
-            "-c",
-            "tiny",
-            "-o",
-            str(out),
-            "--launcher",
-            "slurm",
-            "--sbatch-gres",
-            "none",
-            "--print-sbatch",
-            "-",
-        ],
-    )
+    no_gres = _slurm(out, "--sbatch-gres", "none", "--print-sbatch", "-")
     assert (
         no_gres.exit_code == 0 and "--gres" not in no_gres.stdout and no_gres.stdout.startswith("#!/bin/bash")
     )
