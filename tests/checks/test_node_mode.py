@@ -71,6 +71,21 @@ def test_a_node_judged_alone_without_a_fingerprint_file_skips_the_fleet_checks_s
     assert "--fleet-fingerprints FILE" in results["fleet.stack"].message
 
 
+def test_the_controller_writes_the_fingerprint_file_from_its_run(tmp_path):
+    from ascend_ready.checks.snapshot import save_snapshot
+
+    save_snapshot(_fleet_snapshot(3), tmp_path / "snap")
+    path = tmp_path / "fleet.json"
+    result = CliRunner().invoke(
+        main, ["--snapshot", str(tmp_path / "snap"), "--fleet-fingerprints", str(path)]
+    )
+    assert result.exit_code == 0, result.output
+    recorded = load_fleet_fingerprints(path).fingerprints
+    assert set(recorded) == {f"fleet.{c}:Atlas 800T A2" for c in ("stack", "os", "hardware", "hccn")}
+    assert set(recorded["fleet.hardware:Atlas 800T A2"]) == {"node01", "node02", "node03"}
+    assert recorded["fleet.hardware:Atlas 800T A2"]["node02"]["npu_count"] == "8"
+
+
 @pytest.mark.parametrize(
     "text, what",
     [
