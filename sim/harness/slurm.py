@@ -47,8 +47,21 @@ def render_wrapper(name: str, **values) -> str:
     return env.from_string(text).render(**{**_role_defaults(), **values})
 
 
-def slurm_conf(cluster, *, health_interval: int, prolog: bool) -> str:
-    """slurm.conf for the cluster: no accounting, no cgroups (the nodes share one kernel's), one partition."""
+def gres_count(line: str) -> int:
+    """How many devices a gres.conf line's File= names (`/dev/davinci[0-3,5-7]` is 7)."""
+    files = line.split("File=", 1)[1].split()[0]
+    if "[" not in files:
+        return 1
+    count = 0
+    for part in files[files.index("[") + 1 : files.index("]")].split(","):
+        lo, _, hi = part.partition("-")
+        count += int(hi or lo) - int(lo) + 1
+    return count
+
+
+def slurm_conf(cluster, *, health_interval: int, prolog: bool, gres: dict[str, int] | None = None) -> str:
+    """slurm.conf for the cluster: no accounting, no cgroups (the nodes share one kernel's), one partition;
+    `gres`: node -> its NPUs (GresTypes=npu, Gres=npu:N)."""
     head = cluster.nodes[0]
     lines = [
         "# ascend-sim: Slurm for a simulated cluster (sim/harness/slurm.py)",
@@ -82,9 +95,15 @@ def slurm_conf(cluster, *, health_interval: int, prolog: bool) -> str:
     ]
     if prolog:
         lines += [f"Prolog={PROLOG_PROGRAM}", "PrologFlags=Alloc"]
+    if gres:
+        lines.append("GresTypes=npu")
     cpus = os.cpu_count() or 1  # every node sees the host's CPUs: slurmd reports them so
-    lines += [f"NodeName={n.name} NodeAddr={n.ip} CPUs={cpus} CoresPerSocket={cpus} State=UNKNOWN"
-              for n in cluster.nodes]
+    lines += [
+        f"NodeName={n.name} NodeAddr={n.ip} CPUs={cpus} CoresPerSocket={cpus}"
+        + (f" Gres=npu:{gres[n.name]}" if gres else "")
+        + " State=UNKNOWN"
+        for n in cluster.nodes
+    ]
     lines.append(f"PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
 
@@ -92,11 +111,14 @@ def slurm_conf(cluster, *, health_interval: int, prolog: bool) -> str:
 def _sh(cluster, node: str, script: str, *, stdin: bytes | None = None, timeout: float = 60) -> str:
     from ascend_ready.sim import cluster as sim
 
-    proc = sim.node_exec(cluster.node(node), ["/bin/sh", "-ec", script], input=stdin, capture_output=True,
-                         timeout=timeout)
+    proc = sim.node_exec(
+        cluster.node(node), ["/bin/sh", "-ec", script], input=stdin, capture_output=True, timeout=timeout
+    )
     if proc.returncode != 0:
-        raise SimError(f"{node}: {script.splitlines()[0]}... failed (exit {proc.returncode}): "
-                       f"{(proc.stderr or b'').decode(errors='replace').strip()[-800:]}")
+        raise SimError(
+            f"{node}: {script.splitlines()[0]}... failed (exit {proc.returncode}): "
+            f"{(proc.stderr or b'').decode(errors='replace').strip()[-800:]}"
+        )
     return proc.stdout.decode(errors="replace")
 
 
@@ -109,21 +131,53 @@ def _put(cluster, node: str, path: str, data: bytes, mode: str = "0644", owner: 
 PROFILE_PATH = "/etc/ascend-ready/profile.yml"
 
 
-def up(cluster, *, health_interval: int = 300, probe_timeout: int = 10, prolog: bool = True,
-       profile: str | None = None, skip: tuple[str, ...] = ()) -> None:
+def up(
+    cluster,
+    *,
+    health_interval: int = 300,
+    probe_timeout: int = 10,
+    prolog: bool = True,
+    profile: str | None = None,
+    skip: tuple[str, ...] = (),
+    gres: bool = False,
+) -> None:
     """Configure and start munge, slurmd on every node, slurmctld on the first; wait until every node has
     registered (idle, or drained by its first health check). `profile`: a hardware profile's YAML text the
-    checks judge with (written to PROFILE_PATH on each node); `skip`: check id globs left out."""
-    knobs = {"slurm_health_venv": str(REPO / ".venv"), "slurm_health_probe_timeout": probe_timeout,
-             "slurm_health_node_name": "$(hostname -s)", "slurm_health_skip": list(skip),
-             "slurm_health_profile": PROFILE_PATH if profile else ""}
-    conf = slurm_conf(cluster, health_interval=health_interval, prolog=prolog).encode()
+    checks judge with (written to PROFILE_PATH on each node); `skip`: check id globs left out; `gres`:
+    each node's healthy NPUs as GRES, gres.conf written from `ascend-check node --gres-line` as the
+    slurm_health role does (the nodes need their driver: npu-smi)."""
+    knobs = {
+        "slurm_health_venv": str(REPO / ".venv"),
+        "slurm_health_probe_timeout": probe_timeout,
+        "slurm_health_node_name": "$(hostname -s)",
+        "slurm_health_skip": list(skip),
+        "slurm_health_profile": PROFILE_PATH if profile else "",
+    }
+    counts = {}
+    for node in cluster.nodes:
+        if profile:
+            _put(cluster, node.name, PROFILE_PATH, profile.encode())
+        if gres:
+            line = _sh(
+                cluster,
+                node.name,
+                f"{knobs['slurm_health_venv']}/bin/ascend-check node --gres-line "
+                f"--select 'npu.*' --no-report --node-name {node.name}"
+                + (f" --profile {PROFILE_PATH}" if profile else ""),
+                timeout=120,
+            ).strip()
+            _put(
+                cluster,
+                node.name,
+                "/etc/slurm/gres.conf",
+                f"# ascend-check node --gres-line\n{line}\n".encode(),
+            )
+            counts[node.name] = gres_count(line)
+    conf = slurm_conf(cluster, health_interval=health_interval, prolog=prolog, gres=counts).encode()
     key = os.urandom(1024)  # munge's own mungekey writes 1024 bytes too
     health = render_wrapper("health.sh", **knobs).encode()
     prolog_sh = render_wrapper("prolog.sh", **knobs).encode()
     for node in cluster.nodes:
-        if profile:
-            _put(cluster, node.name, PROFILE_PATH, profile.encode())
         _put(cluster, node.name, "/etc/munge/munge.key", key, "0400", "munge:munge")
         _put(cluster, node.name, "/etc/slurm/slurm.conf", conf)
         _put(cluster, node.name, HEALTH_PROGRAM, health, "0755")
@@ -131,7 +185,10 @@ def up(cluster, *, health_interval: int = 300, probe_timeout: int = 10, prolog: 
         # slurmd 22.05 initialises its cgroup plugin even with proctrack/linuxproc and task/none, and its
         # autodetection wants a cgroup file system at /sys/fs/cgroup: a tmpfs with a named v1 hierarchy
         # that has no controller satisfies it, and hands the node nothing of the host's cgroups
-        _sh(cluster, node.name, f"""
+        _sh(
+            cluster,
+            node.name,
+            f"""
 mountpoint -q /sys/fs/cgroup || mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup
 mkdir -p /sys/fs/cgroup/systemd
 mountpoint -q /sys/fs/cgroup/systemd || mount -t cgroup -o none,name=ascend-sim cgroup /sys/fs/cgroup/systemd
@@ -142,7 +199,8 @@ runuser -u munge -- /usr/sbin/munged
 setsid /usr/bin/prometheus-node-exporter --web.listen-address=:{NODE_EXPORTER_PORT} \\
   --collector.textfile.directory={TEXTFILE_DIR} >/var/log/node-exporter.log 2>&1 < /dev/null &
 echo $! > /run/node-exporter.pid
-""")
+""",
+        )
     head = cluster.nodes[0].name
     _sh(cluster, head, "mkdir -p /var/lib/slurm/slurmctld; /usr/sbin/slurmctld")
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -154,13 +212,18 @@ echo $! > /run/node-exporter.pid
         except SimError as exc:
             last = str(exc)
         else:
-            registered = {line.split()[0] for line in last.splitlines()
-                          if len(line.split()) == 2 and not line.split()[1].startswith(("unknown", "down"))}
+            registered = {
+                line.split()[0]
+                for line in last.splitlines()
+                if len(line.split()) == 2 and not line.split()[1].startswith(("unknown", "down"))
+            }
             if registered >= want:
                 return
         time.sleep(0.5)
-    raise SimError(f"Slurm's nodes did not register within {READY_TIMEOUT_S:g} s; sinfo: {last.strip()}",
-                   hint="see /var/log/slurm/slurmctld.log on node01 and slurmd.log on each node")
+    raise SimError(
+        f"Slurm's nodes did not register within {READY_TIMEOUT_S:g} s; sinfo: {last.strip()}",
+        hint="see /var/log/slurm/slurmctld.log on node01 and slurmd.log on each node",
+    )
 
 
 def sinfo(cluster, fmt: str = "%N %T", node: str | None = None) -> str:
@@ -176,9 +239,13 @@ def down(cluster) -> None:
     """Stop the daemons (they also go with the nodes' PID namespaces at `ascend-sim down`)."""
     for node in cluster.nodes:
         try:
-            _sh(cluster, node.name, "for f in /run/slurmctld.pid /run/slurmd.pid /run/munge/munged.pid "
+            _sh(
+                cluster,
+                node.name,
+                "for f in /run/slurmctld.pid /run/slurmd.pid /run/munge/munged.pid "
                 "/run/node-exporter.pid; do [ -f $f ] && kill $(cat $f) 2>/dev/null; rm -f $f; done; true",
-                timeout=30)
+                timeout=30,
+            )
         except SimError:
             continue
 
@@ -195,8 +262,12 @@ def main(argv: list[str] | None = None) -> int:
     cluster = sim.load_running()
     try:
         if args.action == "up":
-            up(cluster, health_interval=args.health_interval, probe_timeout=args.probe_timeout,
-               prolog=not args.no_prolog)
+            up(
+                cluster,
+                health_interval=args.health_interval,
+                probe_timeout=args.probe_timeout,
+                prolog=not args.no_prolog,
+            )
             print(sinfo(cluster), end="")
         else:
             down(cluster)

@@ -46,6 +46,7 @@ def slurm(sim_host, tmp_path_factory):
             probe_timeout=PROBE_TIMEOUT,
             profile=profile,
             skip=tuple(sorted(NOT_HEALTHY_IN_SIM)),
+            gres=True,
         )
         yield c
         harness.down(c)
@@ -259,7 +260,11 @@ def node02_drained(slurm):
 def test_sbatch_of_the_printed_script_trains_on_the_healthy_nodes_and_leaves_nothing(slurm, node02_drained):
     script = _sbatch_script(slurm, "grpo-slurm", "max_steps=3", "save_every=1000")
     text = (slurm.run_dir / "shared" / "grpo-slurm.sh").read_text()
-    assert "#SBATCH --nodes=2" in text and "--launcher slurm" in text
+    assert "#SBATCH --nodes=2" in text and "#SBATCH --gres=npu:1" in text and "--launcher slurm" in text
+    # gres.conf as the slurm_health role writes it, from each node's healthy NPUs
+    from ascend_ready.sim.harness.slurm import sinfo
+
+    assert sinfo(slurm, "%N %G").split("\n")[:3] == [f"node0{i} npu:8" for i in (1, 2, 3)]
     job = _submit(slurm, script)
     done = wait_for(
         lambda: (
