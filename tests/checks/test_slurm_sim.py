@@ -224,8 +224,6 @@ def _sbatch_script(cluster, name: str, *overrides: str) -> str:
         script,
         "--nnodes",
         "2",
-        "--sbatch-gres",
-        "none",
         "--sbatch-time",
         "10:00",
         "--preflight-command",
