@@ -124,7 +124,8 @@ class _Watchdog:
     type=click.Path(dir_okay=False),
     metavar="FILE",
     help="The fleet's fingerprints as the controller recorded them (ascend-check -i INVENTORY "
-    "--fleet-fingerprints FILE): fleet.* checks compare this node with them; without it they skip.",
+    "--fleet-fingerprints FILE), or a launch spec (its stack fingerprints, for fleet.stack): fleet.* "
+    "checks compare this node with them; without it they skip.",
 )
 @click.option(
     "--timeout",

@@ -56,6 +56,8 @@ def write_fleet_fingerprints(snapshot, path: Path) -> FleetFingerprints:
 
 
 def load_fleet_fingerprints(path: str | Path) -> FleetFingerprints:
+    """The fingerprint file, or a launch spec (`ascend-check --launch-spec`): its hosts' stack fingerprints
+    are what fleet.stack compares, so a spec serves that check (the other fleet checks then skip)."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -64,6 +66,9 @@ def load_fleet_fingerprints(path: str | Path) -> FleetFingerprints:
             hint="write it on the controller: ascend-check -i INVENTORY --fleet-fingerprints FILE, "
             "then copy it to the nodes",
         ) from None
+    spec = _launch_spec(text)
+    if spec is not None:
+        return spec
     try:
         model = FleetFingerprints.model_validate_json(text)
     except ValidationError as exc:
@@ -79,3 +84,33 @@ def load_fleet_fingerprints(path: str | Path) -> FleetFingerprints:
             hint="upgrade ascend-ready on this node",
         )
     return model
+
+
+def _launch_spec(text: str) -> FleetFingerprints | None:
+    """A launch spec's stack fingerprints as fleet.stack's reference; None when `text` is no launch spec."""
+    import json
+
+    from ascend_ready.checks.cluster.launchspec import LaunchSpec
+
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(raw, dict) or "hosts" not in raw or "fingerprints" in raw:
+        return None
+    try:
+        spec = LaunchSpec.model_validate(raw)
+    except ValidationError:
+        return None
+    prints = {name: dict(h.fingerprint) for name, h in spec.hosts.items() if h.fingerprint}
+    if not spec.profile or ", " in spec.profile or not prints:
+        raise ConfigError(
+            "the launch spec holds no stack fingerprints of one product's hosts (made with --skip-preflight, "
+            "or for a fleet of several products)",
+            hint="write a fleet fingerprint file: ascend-check -i INVENTORY --fleet-fingerprints FILE",
+        )
+    return FleetFingerprints(
+        created_at=spec.created_at.isoformat(timespec="seconds"),
+        tool_version=spec.tool_version,
+        fingerprints={f"fleet.stack:{spec.profile}": prints},
+    )

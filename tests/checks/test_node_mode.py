@@ -86,6 +86,25 @@ def test_the_controller_writes_the_fingerprint_file_from_its_run(tmp_path):
     assert recorded["fleet.hardware:Atlas 800T A2"]["node02"]["npu_count"] == "8"
 
 
+def test_a_launch_spec_serves_as_the_stack_reference(tmp_path):
+    from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost, fingerprint_hosts
+
+    snap = _fleet_snapshot()
+    prints = fingerprint_hosts(snap, {n: A2 for n in snap.hosts})
+    hosts = {n: LaunchSpecHost(address=n, verdict="pass", fingerprint=fp) for n, fp in prints.items()}
+    path = tmp_path / "spec.json"
+    path.write_text(LaunchSpec(profile=A2.product, hosts=hosts).model_dump_json())
+    reference = load_fleet_fingerprints(path).fingerprints
+    assert list(reference) == [f"fleet.stack:{A2.product}"]
+    drifted = _fleet_snapshot(toolkit_of={"node03": "8.0.0"}).hosts["node03"]
+    results = _judge_alone(drifted, reference)
+    assert results["fleet.stack"].status == "fail" and "cann is 8.0.0" in results["fleet.stack"].message
+    assert results["fleet.os"].status == "skip"  # a spec fingerprints the stack only
+    path.write_text(LaunchSpec(profile=A2.product, hosts={}, checked=False).model_dump_json())
+    with pytest.raises(ConfigError, match="no stack fingerprints"):
+        load_fleet_fingerprints(path)
+
+
 @pytest.mark.parametrize(
     "text, what",
     [
