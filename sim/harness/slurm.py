@@ -59,7 +59,9 @@ def gres_count(line: str) -> int:
     return count
 
 
-def slurm_conf(cluster, *, health_interval: int, prolog: bool, gres: dict[str, int] | None = None) -> str:
+def slurm_conf(
+    cluster, *, health_interval: int | None, prolog: bool, gres: dict[str, int] | None = None
+) -> str:
     """slurm.conf for the cluster: no accounting, no cgroups (the nodes share one kernel's), one partition;
     `gres`: node -> its NPUs (GresTypes=npu, Gres=npu:N)."""
     head = cluster.nodes[0]
@@ -88,12 +90,14 @@ def slurm_conf(cluster, *, health_interval: int, prolog: bool, gres: dict[str, i
         "SlurmdTimeout=60",
         "MinJobAge=30",
         "KillWait=5",
-        # the slurm_health role's settings (roles/slurm_health/tasks/main.yml)
-        f"HealthCheckProgram={HEALTH_PROGRAM}",
-        f"HealthCheckInterval={health_interval}",
-        "HealthCheckNodeState=ANY",
     ]
-    if prolog:
+    if health_interval is not None:  # the slurm_health role's settings (roles/slurm_health/tasks/main.yml)
+        lines += [
+            f"HealthCheckProgram={HEALTH_PROGRAM}",
+            f"HealthCheckInterval={health_interval}",
+            "HealthCheckNodeState=ANY",
+        ]
+    if health_interval is not None and prolog:
         lines += [f"Prolog={PROLOG_PROGRAM}", "PrologFlags=Alloc"]
     if gres:
         lines.append("GresTypes=npu")
@@ -134,7 +138,7 @@ PROFILE_PATH = "/etc/ascend-ready/profile.yml"
 def up(
     cluster,
     *,
-    health_interval: int = 300,
+    health_interval: int | None = 300,
     probe_timeout: int = 10,
     prolog: bool = True,
     profile: str | None = None,
@@ -145,7 +149,8 @@ def up(
     registered (idle, or drained by its first health check). `profile`: a hardware profile's YAML text the
     checks judge with (written to PROFILE_PATH on each node); `skip`: check id globs left out; `gres`:
     each node's healthy NPUs as GRES, gres.conf written from `ascend-check node --gres-line` as the
-    slurm_health role does (the nodes need their driver: npu-smi)."""
+    slurm_health role does (the nodes need their driver: npu-smi). `health_interval` None: no health check
+    and no prolog (apply the slurm_health role to the nodes for them)."""
     knobs = {
         "slurm_health_venv": str(REPO / ".venv"),
         "slurm_health_probe_timeout": probe_timeout,
@@ -180,8 +185,9 @@ def up(
     for node in cluster.nodes:
         _put(cluster, node.name, "/etc/munge/munge.key", key, "0400", "munge:munge")
         _put(cluster, node.name, "/etc/slurm/slurm.conf", conf)
-        _put(cluster, node.name, HEALTH_PROGRAM, health, "0755")
-        _put(cluster, node.name, PROLOG_PROGRAM, prolog_sh, "0755")
+        if health_interval is not None:
+            _put(cluster, node.name, HEALTH_PROGRAM, health, "0755")
+            _put(cluster, node.name, PROLOG_PROGRAM, prolog_sh, "0755")
         # slurmd 22.05 initialises its cgroup plugin even with proctrack/linuxproc and task/none, and its
         # autodetection wants a cgroup file system at /sys/fs/cgroup: a tmpfs with a named v1 hierarchy
         # that has no controller satisfies it, and hands the node nothing of the host's cgroups

@@ -9,11 +9,14 @@ Each test waits for the event (a reason in sinfo, a newer report on the node), n
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 from sim_support import node_run, own_cluster, shared_venv_cluster, wait_for
 from test_sim_checks import NOT_HEALTHY_IN_SIM, provision, sim_profile
 
@@ -28,28 +31,70 @@ PROBE_TIMEOUT = 4
 WITHIN = 2 * INTERVAL + 45
 REPORT = "/var/lib/ascend-ready/node-check.json"
 BIN = Path(sys.executable).parent
+PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 
 
 @pytest.fixture(scope="module")
 def slurm(sim_host, tmp_path_factory):
     """3 A2 nodes provisioned as the playbooks leave them, judged with the simulator's limits
-    (test_sim_checks.py), under Slurm with ascend-check as health check and prolog."""
+    (test_sim_checks.py), under Slurm with their NPUs as GRES; the slurm_health role (ansible-playbook over
+    SSH, as a site runs it) makes ascend-check their health check and prolog."""
     from ascend_ready.sim.harness import slurm as harness
 
     with shared_venv_cluster(RUN_DIR, SUBNET, 3, "a2-ubuntu2204", needs="click") as c:
         for node in c.nodes:
             provision(c, tmp_path_factory.mktemp(node.name), node.name)
         profile = sim_profile(tmp_path_factory.mktemp("profile"), "atlas-800t-a2").read_text()
-        harness.up(
-            c,
-            health_interval=INTERVAL,
-            probe_timeout=PROBE_TIMEOUT,
-            profile=profile,
-            skip=tuple(sorted(NOT_HEALTHY_IN_SIM)),
-            gres=True,
-        )
+        harness.up(c, health_interval=None, profile=profile, gres=True)
+        _apply_slurm_health_role(c, tmp_path_factory.mktemp("play"))
         yield c
         harness.down(c)
+
+
+def _apply_slurm_health_role(cluster, tmp: Path) -> None:
+    """playbooks/roles/slurm_health on every node. Its gres.conf part is left to the harness (the same
+    `ascend-check node --gres-line`): restarting slurmd needs a service manager the nodes do not run."""
+    from ascend_ready.sim.harness.slurm import PROFILE_PATH
+
+    playbook = tmp / "slurm-health.yml"
+    play = {
+        "name": "Make ascend-check Slurm's health check and prolog",
+        "hosts": "ascend_nodes",
+        "gather_facts": False,
+        "roles": ["slurm_health"],
+    }
+    playbook.write_text(yaml.safe_dump([play]))
+    knobs = {
+        "slurm_health_venv": str(BIN.parent),
+        "slurm_health_interval": INTERVAL,
+        "slurm_health_probe_timeout": PROBE_TIMEOUT,
+        "slurm_health_profile": PROFILE_PATH,
+        "slurm_health_skip": sorted(NOT_HEALTHY_IN_SIM),
+        "slurm_health_gres": False,
+    }
+    (tmp / "vars.yml").write_text(yaml.safe_dump(knobs))
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(PLAYBOOKS / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_ROLES_PATH": str(PLAYBOOKS / "roles"),
+    }
+    proc = subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(cluster.inventory_path),
+            str(playbook),
+            "-e",
+            f"@{tmp / 'vars.yml'}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "RUNNING HANDLER [slurm_health : Reconfigure Slurm]" in proc.stdout
 
 
 def _nodes(cluster) -> dict[str, tuple[str, str]]:
