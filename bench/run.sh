@@ -9,6 +9,8 @@ OUT=${BENCH_OUT:-bench/out}
 mkdir -p "$OUT"
 echo "== ascend-check fan-out: 1 node, 32 nodes, ansible -m shell on 32 nodes"
 $PY bench/check_fanout.py --nodes 32 --repeat 3 --json "$OUT/check_fanout.json"
+echo "== ascend-check node: one node's quick tier on the node, against the same node over SSH"
+$PY bench/node_local.py --repeat 5 --json "$OUT/node_local.json"
 echo "== site.yml on 8 simulated nodes: first run and no-op re-run"
 $PY bench/provision_site.py --nodes 8 --json "$OUT/provision_site.json"
 echo "== training step time: our GRPO vs plain TRL, PPO vs GRPO (tiny CPU config)"

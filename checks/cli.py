@@ -458,6 +458,13 @@ def _emit(report, fmt: str, junit: str | None, prometheus: str | None, verbose: 
     help="Leave this node, or one device of it, out of --rank-table/--hostfile (repeatable), e.g. "
     "--exclude node03 --exclude node02:5.",
 )
+@click.option(
+    "--fleet-fingerprints",
+    "fleet_file",
+    metavar="FILE",
+    help="Also record every host's fleet fingerprints here, for `ascend-check node --fleet-fingerprints "
+    "FILE` on each node (its fleet.* checks compare it with them).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="More output: list passing checks in the table too.")
 @debug_option
 @click.version_option(package_name="ascend-ready", prog_name="ascend-check")
@@ -501,6 +508,8 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
         table_file, hosts_file, exclude = (params.pop("rank_table_file"), params.pop("hostfile_file"),
                                            params.pop("exclude"))
         _check_rank_table_args(table_file, hosts_file, exclude, snapshot_dir)
+        fleet_file = params.pop("fleet_file")
+        check_output_path(fleet_file, "--fleet-fingerprints")
         check_output_path(junit, "--junit")
         check_output_path(prometheus, "--prometheus")
         started = time.monotonic()
@@ -546,6 +555,10 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
         report = judge_snapshot(snap, options, specs=specs, started=started)
     _emit(report, fmt, junit, prometheus, verbose)
     write_html(report, html_file)
+    if fleet_file:
+        from ascend_ready.checks.cluster.fleet_file import write_fleet_fingerprints
+
+        write_fleet_fingerprints(snap, Path(fleet_file))
     if spec_file:
         from ascend_ready.checks.cluster.launchspec import write_launch_spec
 
@@ -724,9 +737,11 @@ def diagnose_cmd(paths, fmt, quiet) -> None:
 
 
 def _add_parse() -> None:
+    from ascend_ready.checks.node_mode import node_command
     from ascend_ready.checks.parse_cli import parse_command
 
     main.add_command(parse_command, "parse")
+    main.add_command(node_command, "node")
 
 
 _add_parse()

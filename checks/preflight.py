@@ -187,8 +187,13 @@ def collect_snapshot(
     options: PreflightOptions,
     progress: Callable[[HostSnapshot], None] | None = None,
     specs: Sequence[CheckSpec] | None = None,
+    *,
+    warm_up: bool = True,
 ) -> Snapshot:
     """Run the probes the selected checks read on every target (one exec per host).
+
+    `warm_up`: a dry run of the checks while the hosts probe (see _prepare_judging); a node judging
+    itself leaves it out, its probes and its judging share the node's CPUs.
 
     Each host's profile, training user and interpreter are resolved here, once, and recorded in the
     snapshot with the tier and selection, so judging it (now or later, elsewhere) reads the same."""
@@ -206,7 +211,7 @@ def collect_snapshot(
         host_plan,
         options.fanout,
         progress=progress,
-        while_waiting=lambda: _prepare_judging(specs, first),
+        while_waiting=lambda: _prepare_judging(specs, first) if warm_up else _prepare_judging(),
     )
     if "hccl-mesh" in wanted:
         _attach_mesh(targets, hosts, options.fanout, profiles)
@@ -316,6 +321,7 @@ def judge_snapshot(
     source: str = "live",
     specs: Sequence[CheckSpec] | None = None,
     started: float | None = None,
+    fleet_reference: dict | None = None,
 ) -> Report:
     specs = options.checks() if specs is None else specs
     # The profiles recorded at collect time; only a snapshot of an older version resolves them here.
@@ -334,6 +340,7 @@ def judge_snapshot(
         source=source,
         tool_version=__version__,
         started=started,
+        fleet_reference=fleet_reference,
     )
     # what the run covered: a launch judges from it whether every check training needs was judged
     report.select, report.skip = list(options.select), list(options.skip)

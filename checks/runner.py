@@ -147,11 +147,13 @@ def run_checks(
     source: str = "live",
     tool_version: str = "",
     started: float | None = None,
+    fleet_reference: dict | None = None,
 ) -> Report:
-    """Judge every reachable host of `snapshot` with `specs`; `profiles` maps host name -> its profile."""
+    """Judge every reachable host of `snapshot` with `specs`; `profiles` maps host name -> its profile.
+    `fleet_reference`: the fleet's recorded fingerprints, for a node judged alone (see Fleet)."""
     started = time.monotonic() if started is None else started
     hosts = [Host(h, profiles[name]) for name, h in snapshot.hosts.items() if h.reachable]
-    fleet = Fleet(hosts)
+    fleet = Fleet(hosts, fleet_reference)
     for host in hosts:
         host.fleet = fleet
     plugin = _Plugin(hosts, specs)

@@ -29,6 +29,10 @@ PACKAGES = (
     "python3-apt", "ca-certificates", "kmod", "less", "xz-utils", "bzip2", "file", "gzip", "tar",
     # the Ascend driver installer refuses to run without ifconfig (net-tools); lspci is the simulator's own
     "net-tools",
+    # the fleet's own machinery, real Debian daemons (never mocks): Slurm (slurmctld on one node, slurmd on
+    # every node, munge for their authentication; sim/harness/slurm.py configures and starts them) and
+    # Prometheus' node_exporter with its textfile collector
+    "munge", "slurmd", "slurmctld", "slurm-client", "prometheus-node-exporter",
 )
 #: the simulator's private interpreter: Debian's python3.11 binary (its stdlib stays in /usr/lib/python3.11)
 PRIVATE_PYTHON = "/opt/ascend-sim/bin/python3"
@@ -50,6 +54,8 @@ mkdir -p /root/.ssh /home/{SUDO_USER}/.ssh
 chmod 700 /root/.ssh /home/{SUDO_USER}/.ssh
 chown {SUDO_USER}:{SUDO_USER} /home/{SUDO_USER}/.ssh
 rm -f /etc/machine-id /var/lib/dbus/machine-id
+# every cluster gets its own munge key from the harness: none baked into the shared base
+rm -f /etc/munge/munge.key
 apt-get clean
 rm -rf /var/lib/apt/lists/*
 """

@@ -165,6 +165,21 @@ def _launch(
         _report(out, summary)
 
 
+def _launch_slurm(algo: str, config: str, output_dir: str | None, resume: bool, skip_preflight: bool,
+                  overrides: tuple[str, ...], **opts) -> None:
+    """--launcher slurm (training/slurm_launch.py): in this allocation, or its sbatch script."""
+    from ascend_ready.training import slurm_launch
+
+    if opts.get("print_sbatch") and opts.get("launcher") != "slurm":
+        raise ConfigError("--print-sbatch writes a script for the Slurm launcher",
+                          hint="add --launcher slurm")
+    cfg = _apply_flags(load_config(config, overrides), opts)
+    if not opts.get("print_sbatch"):
+        _plan_gate(algo, cfg, opts.get("engine") or "trl")
+    sys.exit(slurm_launch.launch(algo, config, output_dir, resume, skip_preflight, overrides, opts,
+                                 log=lambda msg: click.echo(msg, err=True)))
+
+
 def _check_inputs(cfg: TrainConfig, out: Path, *, here: bool) -> None:
     """Every input the command line and config name, before the memory plan, the preflight or the run
     directory: the hosts or inventory, the output dir, and (`here`: trained on this node) the model,
@@ -320,8 +335,23 @@ def _algo_command(algo: str, help_text: str):
                   help="Seconds to wait for each SSH connection [10].")
     @click.option("--join-timeout", type=click.FloatRange(min=1),
                   help="--engine verl: seconds for every node to join the Ray cluster [120].")
+    @click.option("--launcher", type=click.Choice(["ssh", "slurm"]),
+                  help="slurm: inside an sbatch/salloc allocation, srun on its nodes "
+                  "(training/slurm_launch.py) [default: ssh, from here].")
+    @click.option("--print-sbatch", metavar="FILE", help="--launcher slurm: write a ready sbatch script for "
+                  "this job there (- for stdout) instead of training.")
+    @click.option("--sbatch-time", metavar="D-HH:MM:SS",
+                  help="--print-sbatch: the job's time limit [24:00:00].")
+    @click.option("--sbatch-gres", metavar="SPEC", help="--print-sbatch: GRES per node, none for no line "
+                  "[npu:<nproc per node>].")
+    @click.option("--sbatch-partition", metavar="NAME",
+                  help="--print-sbatch: the partition [Slurm's default].")
     @click.argument("overrides", nargs=-1)
     def command(**kw):
+        if kw.get("launcher") == "slurm" or kw.get("print_sbatch"):
+            _launch_slurm(algo, **kw)
+        for flag in ("launcher", "print_sbatch", "sbatch_time", "sbatch_gres", "sbatch_partition"):
+            kw.pop(flag)
         _launch(algo, **kw)
 
     return command

@@ -5,6 +5,7 @@ It runs the ascend-check CLI as a subprocess (exit 0 = pass) and reads its JSON 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ SKIP_BANNER = (
     "driver, HCCL or NPU faults will surface as hangs or crashes mid-run.\n" + "=" * 78
 )
 HINT = "fix the failures or pass --skip-preflight"
+#: training/slurm_launch.py's job step sets it to the job id once the gate passed on every allocated node
+SLURM_GATED_ENV = "ASCEND_TRAIN_SLURM_GATED"
 #: ascend-check's exit codes (checks/cli.py); on 2 it prints its error on stderr and no report on stdout
 KINDS = {
     0: "exit 0 but no readable report",
@@ -116,6 +119,10 @@ def gate(
     """Return if training may start; raise TrainingError (exit 1) with the failures otherwise, and
     LaunchSpecRefused (exit 1) when the preflight did not judge a check training needs (`waive`: those
     the operator lets go, printed)."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if skip and job and os.environ.get(SLURM_GATED_ENV) == job:
+        log(f"preflight: judged on every node of Slurm job {job} before the start")
+        return
     if skip:
         log(SKIP_BANNER)
         return

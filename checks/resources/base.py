@@ -113,9 +113,12 @@ def numeric_key(key: str) -> tuple[int, ...]:
 class Fleet:
     """The hosts judged together in one run, with a memo for what fleet.* checks derive from all of them."""
 
-    def __init__(self, hosts: list[HostBase]):
+    def __init__(self, hosts: list[HostBase], reference: dict | None = None):
         self.hosts = hosts
         self.memo: dict[str, object] = {}
+        #: node-local mode: the fleet's fingerprints as the controller recorded them
+        #: ("<check id>:<product>" -> node -> field -> value), which a lone host is compared with
+        self.reference: dict[str, dict[str, dict[str, str]]] = reference or {}
 
     def __len__(self) -> int:
         return len(self.hosts)

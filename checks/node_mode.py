@@ -1,0 +1,302 @@
+"""`ascend-check node`: this node's preflight run on the node itself (no SSH), for a scheduler or a timer,
+and its verdict acted on: Slurm's health check and prolog (checks/slurm_health.py), node_exporter's textfile.
+
+The probes go through the same local execution path as `ascend-check` with no --hosts (one /bin/sh batch,
+the same checks and judging as a run over SSH). Fleet checks compare this node with the fingerprints the
+controller recorded (`ascend-check -i INVENTORY --fleet-fingerprints FILE`), or skip saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import click
+
+from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
+
+__all__ = ["node_command", "run_node"]
+
+#: where a node keeps its latest full report (the drain reason is short; this says everything)
+DEFAULT_REPORT = "/var/lib/ascend-ready/node-check.json"
+#: checks of a node's idle state: a health check also runs while a job holds the NPUs, so it leaves them to
+#: the prolog, which runs before a job starts, when the NPUs must be idle
+BUSY_STATE_CHECKS = ("npu.processes", "npu.hbm_idle", "npu.hbm_usage")
+#: the prolog's fast subset: one npu-smi pass and the device NICs' links, nothing that reads sysfs or
+#: lspci -vvv (the health check covers those every interval)
+PROLOG_CHECKS = (
+    "npu.count",
+    "npu.health",
+    "npu.device_nodes",
+    "npu.processes",
+    "npu.hbm_idle",
+    "hccl.link_up",
+)
+#: seconds of the run's deadline kept for judging and acting after the probe batch
+_JUDGE_MARGIN_S = 4.0
+
+
+def node_name(given: str | None = None) -> str:
+    """Slurm's name for this node under slurmd (SLURMD_NODENAME), else the short host name."""
+    return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0] or "localhost"
+
+
+def run_node(name: str, options, fleet):
+    """Collect this node's probes locally and judge them (the report, and the snapshot it judged)."""
+    from ascend_ready.checks.preflight import collect_snapshot, judge_snapshot
+    from ascend_ready.fleet.transport import LOCAL, Target
+
+    started = time.monotonic()
+    specs = options.checks()
+    snap = collect_snapshot([Target(name=name, address=LOCAL)], options, specs=specs, warm_up=False)
+    report = judge_snapshot(
+        snap, options, specs=specs, started=started, fleet_reference=fleet.fingerprints if fleet else None
+    )
+    return report, snap
+
+
+def _write(path: str | Path, text: str, what: str) -> None:
+    from ascend_ready.checks.report import write_atomic
+
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the {what} {path}: {exc.strerror or exc}",
+            hint="give a writable path, or run as root",
+        ) from None
+
+
+class _Watchdog:
+    """Ends the run at its deadline whatever it is doing (a hung tool, a slow slurmctld), after `on_expiry`
+    had a chance to act (the health check drains saying the run could not judge): Slurm kills a health
+    check that runs too long, and a killed check acts on nothing."""
+
+    def __init__(self, deadline_s: float, on_expiry):
+        self.deadline_s = deadline_s
+        self._timer = threading.Timer(deadline_s, self._expire, args=(on_expiry,))
+        self._timer.daemon = True
+
+    def _expire(self, on_expiry) -> None:
+        msg = f"ascend-check node: the run passed its deadline of {self.deadline_s:g} s"
+        try:
+            on_expiry(msg)
+        except Exception as exc:  # the exit below must happen whatever acting did
+            msg += f" (and acting on it failed: {exc})"
+        click.echo(f"error: {msg}", err=True)
+        sys.stderr.flush()
+        os._exit(int(ExitCode.FAILED))
+
+    def __enter__(self):
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._timer.cancel()
+
+
+@click.command("node")
+@click.option("--tier", type=click.Choice(["quick", "full"]), default="quick", show_default=True)
+@click.option("--select", multiple=True, metavar="GLOB", help="Only checks whose id matches (repeatable).")
+@click.option("--skip", multiple=True, metavar="GLOB", help="Leave out checks whose id matches (repeatable).")
+@click.option(
+    "--profile", metavar="FILE|NAME", help="Hardware profile (bundled name or file); default atlas-800t-a2."
+)
+@click.option(
+    "--training-user", metavar="USER", help="User the training job runs as (default: the profile's)."
+)
+@click.option("--python", metavar="PATH", help="Training interpreter on this node (default: the profile's).")
+@click.option(
+    "--node-name",
+    "given_name",
+    metavar="NAME",
+    help="This node's name in the report and in Slurm (default: $SLURMD_NODENAME, else the short host name).",
+)
+@click.option(
+    "--fleet-fingerprints",
+    "fleet_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="The fleet's fingerprints as the controller recorded them (ascend-check -i INVENTORY "
+    "--fleet-fingerprints FILE), or a launch spec (its stack fingerprints, for fleet.stack): fleet.* "
+    "checks compare this node with them; without it they skip.",
+)
+@click.option(
+    "--timeout",
+    "probe_timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=10.0,
+    show_default=True,
+    help="Seconds each probe command may run (a hung tool is cut there and its checks error).",
+)
+@click.option(
+    "--deadline",
+    type=click.FloatRange(2.0, 86400),
+    default=50.0,
+    show_default=True,
+    help="Seconds the whole run may take, acting included: keep it under Slurm's limit for a "
+    "health check (60 s) or PrologEpilogTimeout.",
+)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--prometheus",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Also write node_exporter textfile metrics here (atomically).",
+)
+@click.option(
+    "--report",
+    "report_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    default=DEFAULT_REPORT,
+    show_default=True,
+    help="Where the full JSON report is kept on the node.",
+)
+@click.option("--no-report", is_flag=True, help="Keep no report file (a one-off run, e.g. a launch gate).")
+@click.option(
+    "--slurm-health",
+    is_flag=True,
+    help="Act as Slurm's HealthCheckProgram: drain this node when a "
+    'check fails or cannot be judged (Reason "ascend-check: <ids>"), resume it when it passes '
+    "and the drain was ours. Leaves out the checks of an idle node (a job may hold the NPUs).",
+)
+@click.option(
+    "--prolog",
+    is_flag=True,
+    help="Act as Slurm's Prolog: a fast subset of checks; exit 1 refuses "
+    "the job (Slurm drains the node and requeues it).",
+)
+@click.option(
+    "--gres-line",
+    is_flag=True,
+    help="Print gres.conf's line for this node's healthy NPUs (NodeName=N Name=npu File=/dev/davinci[...]) "
+    "instead of the report (the slurm_health role writes gres.conf from it).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="List passing checks in the table too.")
+def node_command(
+    tier,
+    select,
+    skip,
+    profile,
+    training_user,
+    python,
+    given_name,
+    fleet_file,
+    probe_timeout,
+    deadline,
+    fmt,
+    prometheus,
+    report_file,
+    slurm_health,
+    prolog,
+    gres_line,
+    no_report,
+    verbose,
+) -> None:
+    """This node's preflight, run on the node (no SSH): for a Slurm health check or prolog, or a timer.
+
+    \b
+      ascend-check node --prometheus /var/lib/prometheus/node-exporter/ascend_check.prom
+      ascend-check node --slurm-health --fleet-fingerprints /etc/ascend-ready/fleet.json
+      ascend-check node --prolog
+    \b
+    Exit codes: 0 all passed; 1 a check failed or could not be judged (--slurm-health: Slurm could not be
+    told); 2 usage or configuration error.
+    """
+    from ascend_ready.checks.cli import _check_select
+    from ascend_ready.checks.html_report import check_output_path
+    from ascend_ready.checks.preflight import PreflightOptions
+    from ascend_ready.fleet.transport import FanoutOptions
+
+    if slurm_health and prolog:
+        raise ConfigError(
+            "--slurm-health and --prolog are two roles: give one",
+            hint="HealthCheckProgram runs --slurm-health, Prolog runs --prolog",
+        )
+    if prolog and not select:
+        select = PROLOG_CHECKS
+    if slurm_health:
+        skip = (*skip, *BUSY_STATE_CHECKS)
+    check_output_path(prometheus, "--prometheus")
+    if (
+        not no_report and Path(report_file).is_dir()
+    ):  # its folder is made when missing (/var/lib/ascend-ready on a fresh node)
+        raise ConfigError(f"--report {report_file} is a directory", hint="give a file path")
+    _check_select(select, tier)
+    if fleet_file:
+        from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints
+
+        fleet = load_fleet_fingerprints(fleet_file)
+    else:
+        fleet = None
+    name = node_name(given_name)
+    batch_s = max(1.0, deadline - _JUDGE_MARGIN_S)
+    options = PreflightOptions(
+        tier=tier,
+        select=select,
+        skip=skip,
+        profile=profile,
+        training_user=training_user,
+        python=python,
+        fanout=FanoutOptions(
+            concurrency=1, probe_timeout_s=min(probe_timeout, batch_s), host_deadline_s=batch_s
+        ),
+    )
+
+    def on_expiry(msg: str) -> None:
+        if slurm_health:
+            from ascend_ready.checks.slurm_health import REASON_PREFIX, act_on_verdict
+
+            act_on_verdict(
+                name, f"{REASON_PREFIX} cannot judge: run passed its {deadline:g} s deadline", timeout=2.0
+            )
+
+    with _Watchdog(deadline, on_expiry):
+        report, snap = run_node(name, options, fleet)
+        if gres_line:
+            from ascend_ready.checks.cluster.launchspec import healthy_devices
+            from ascend_ready.checks.slurm_health import gres_conf_line
+
+            click.echo(gres_conf_line(name, healthy_devices(snap.hosts[name])[0]))
+            sys.exit(int(ExitCode.OK))
+        from ascend_ready.checks.report import exit_code, render_json, render_prometheus
+
+        if fmt == "json":
+            click.echo(render_json(report), nl=False)
+        else:
+            from rich.console import Console
+
+            from ascend_ready.checks.report import render_table
+
+            render_table(report, Console(soft_wrap=False, width=max(100, Console().width)), verbose=verbose)
+        if prometheus:
+            _write(prometheus, render_prometheus(report), "textfile")
+        if not no_report:
+            _write(report_file, render_json(report), "report")
+        code = exit_code(report)
+        if slurm_health:
+            code = _slurm_health(name, report, report_file)
+    sys.exit(code)
+
+
+def _slurm_health(name: str, report, report_file: str) -> int:
+    """Drain or resume this node as the verdict says; exit 0 once Slurm was told, 1 when it could not be."""
+    from ascend_ready.checks.slurm_health import act_on_verdict, drain_reason
+
+    reason = drain_reason(report, name)
+    try:
+        action = act_on_verdict(name, reason)
+    except AscendReadyError as exc:
+        click.echo(f"error: ascend-check node --slurm-health could not act: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+        return int(ExitCode.FAILED)
+    click.echo(f"slurm: {action.note} (full report: {report_file})", err=True)
+    return int(ExitCode.OK)

@@ -1,0 +1,326 @@
+"""`ascend-check node`: a node judged alone against the fleet fingerprints the controller recorded, its
+outputs (exit code, textfile, report file), and Slurm acting on its verdict (drain, resume, an admin's
+drain left alone) through sinfo/scontrol stand-ins that print what Slurm 22.05 prints."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from checks_fakenode import fake_host
+from click.testing import CliRunner
+
+from ascend_ready.checks import node_mode, slurm_health
+from ascend_ready.checks.cli import main
+from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints, write_fleet_fingerprints
+from ascend_ready.checks.profile import load_profile
+from ascend_ready.checks.registry import select_checks
+from ascend_ready.checks.report import Report
+from ascend_ready.checks.runner import run_checks
+from ascend_ready.checks.slurm_health import REASON_MAX, act_on_verdict, drain_reason, parse_node_state
+from ascend_ready.checks.snapshot import Snapshot
+from ascend_ready.errors import ConfigError, RemoteError
+
+A2 = load_profile("atlas-800t-a2")
+
+
+def _fleet_snapshot(n: int = 4, toolkit_of: dict[str, str] | None = None) -> Snapshot:
+    hosts = {}
+    for i in range(n):
+        name = f"node{i + 1:02d}"
+        host = fake_host(name, index=i)
+        if name in (toolkit_of or {}):
+            text = host.probes["toolkit-version"].stdout
+            old = next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("version="))
+            host.probes["toolkit-version"] = host.probes["toolkit-version"].model_copy(
+                update={"stdout": text.replace(old, toolkit_of[name])}
+            )
+        host.profile = A2
+        hosts[name] = host
+    return Snapshot(hosts=hosts)
+
+
+def _judge_alone(host, reference):
+    snap = Snapshot(hosts={host.name: host})
+    report = run_checks(snap, {host.name: A2}, select_checks("quick", ["fleet.*"]), fleet_reference=reference)
+    return {r.check_id: r for r in report.results}
+
+
+def test_a_node_judged_alone_is_compared_with_the_recorded_fleet(tmp_path):
+    path = tmp_path / "fleet.json"
+    write_fleet_fingerprints(_fleet_snapshot(), path)
+    reference = load_fleet_fingerprints(path).fingerprints
+    assert set(reference["fleet.stack:Atlas 800T A2"]) == {"node01", "node02", "node03", "node04"}
+    # node03 now runs another CANN than the one the controller recorded for it and its peers
+    drifted = _fleet_snapshot(toolkit_of={"node03": "8.0.0"}).hosts["node03"]
+    results = _judge_alone(drifted, reference)
+    stack = results["fleet.stack"]
+    assert stack.status == "fail"
+    assert "node03: cann is 8.0.0, the majority (3 of 4 nodes) has" in stack.message
+    assert any("fleet fingerprint file" in line for line in stack.evidence)
+    assert results["fleet.os"].status == "pass"
+    healthy = _judge_alone(_fleet_snapshot().hosts["node02"], reference)
+    assert {r.status for r in healthy.values()} == {"pass"}, {k: r.message for k, r in healthy.items()}
+
+
+def test_a_node_judged_alone_without_a_fingerprint_file_skips_the_fleet_checks_saying_how():
+    results = _judge_alone(_fleet_snapshot(1).hosts["node01"], None)
+    assert {r.status for r in results.values()} == {"skip"}
+    assert "--fleet-fingerprints FILE" in results["fleet.stack"].message
+
+
+def test_the_controller_writes_the_fingerprint_file_from_its_run(tmp_path):
+    from ascend_ready.checks.snapshot import save_snapshot
+
+    save_snapshot(_fleet_snapshot(3), tmp_path / "snap")
+    path = tmp_path / "fleet.json"
+    result = CliRunner().invoke(
+        main, ["--snapshot", str(tmp_path / "snap"), "--fleet-fingerprints", str(path)]
+    )
+    assert result.exit_code == 0, result.output
+    recorded = load_fleet_fingerprints(path).fingerprints
+    assert set(recorded) == {f"fleet.{c}:Atlas 800T A2" for c in ("stack", "os", "hardware", "hccn")}
+    assert set(recorded["fleet.hardware:Atlas 800T A2"]) == {"node01", "node02", "node03"}
+    assert recorded["fleet.hardware:Atlas 800T A2"]["node02"]["npu_count"] == "8"
+
+
+def test_a_launch_spec_serves_as_the_stack_reference(tmp_path):
+    from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost, fingerprint_hosts
+
+    snap = _fleet_snapshot()
+    prints = fingerprint_hosts(snap, {n: A2 for n in snap.hosts})
+    hosts = {n: LaunchSpecHost(address=n, verdict="pass", fingerprint=fp) for n, fp in prints.items()}
+    path = tmp_path / "spec.json"
+    path.write_text(LaunchSpec(profile=A2.product, hosts=hosts).model_dump_json())
+    reference = load_fleet_fingerprints(path).fingerprints
+    assert list(reference) == [f"fleet.stack:{A2.product}"]
+    drifted = _fleet_snapshot(toolkit_of={"node03": "8.0.0"}).hosts["node03"]
+    results = _judge_alone(drifted, reference)
+    assert results["fleet.stack"].status == "fail" and "cann is 8.0.0" in results["fleet.stack"].message
+    assert results["fleet.os"].status == "skip"  # a spec fingerprints the stack only
+    path.write_text(LaunchSpec(profile=A2.product, hosts={}, checked=False).model_dump_json())
+    with pytest.raises(ConfigError, match="no stack fingerprints"):
+        load_fleet_fingerprints(path)
+
+
+@pytest.mark.parametrize(
+    "text, what",
+    [
+        ("{", "Invalid JSON"),
+        ('{"fingerprints": [1]}', "fingerprints"),
+        ('{"schema_version": 9}', "schema_version 9"),
+    ],
+)
+def test_a_bad_fingerprint_file_is_refused_naming_it(tmp_path, text, what):
+    path = tmp_path / "fleet.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=what):
+        load_fleet_fingerprints(path)
+
+
+# ---------------------------------------------------------------- the CLI, with the local batch's snapshot
+
+
+@pytest.fixture
+def node_run(monkeypatch):
+    """`ascend-check node` judging a rendered node instead of this machine (which has no NPU)."""
+    faults: list = []
+
+    def fake(name, options, fleet):
+        host = fake_host(name, faults=faults)
+        host.profile = A2
+        snap = Snapshot(hosts={name: host})
+        return run_checks(
+            snap, {name: A2}, options.checks(), fleet_reference=fleet and fleet.fingerprints
+        ), snap
+
+    monkeypatch.setattr(node_mode, "run_node", fake)
+    return faults
+
+
+def test_node_writes_its_report_and_textfile_and_exits_by_the_verdict(node_run, tmp_path):
+    prom, report = tmp_path / "tf" / "ascend_check.prom", tmp_path / "state" / "node.json"
+    prom.parent.mkdir()
+    args = [
+        "node",
+        "--node-name",
+        "node01",
+        "--prometheus",
+        str(prom),
+        "--report",
+        str(report),
+        "--format",
+        "json",
+    ]
+    ok = CliRunner().invoke(main, args)
+    assert ok.exit_code == 0, ok.output
+    assert (
+        'ascend_check_status{host="node01",check="pcie.link_width",severity="critical",status="pass"} 1'
+        in (prom.read_text())
+    )
+    assert Report.model_validate_json(report.read_text()).hosts[0].name == "node01"
+    node_run.append(("pcie-width", {"npu": 2, "width": 8}))
+    bad = CliRunner().invoke(main, args)
+    assert bad.exit_code == 1
+    status = {r["check_id"]: r["status"] for r in json.loads(bad.stdout)["results"]}
+    assert status["pcie.link_width"] == "fail"
+    assert 'check="pcie.link_width",severity="critical",status="fail"} 1' in prom.read_text()
+    assert not list(prom.parent.glob(".*tmp"))  # written through a temporary file, renamed into place
+
+
+def test_node_refuses_both_roles_and_a_bad_output_path_before_probing(node_run, tmp_path):
+    both = CliRunner().invoke(main, ["node", "--slurm-health", "--prolog"])
+    assert both.exit_code == 2 and "two roles" in both.output
+    (tmp_path / "dir").mkdir()
+    bad = CliRunner().invoke(main, ["node", "--prometheus", str(tmp_path / "dir")])
+    assert bad.exit_code == 2 and "--prometheus" in bad.output
+
+
+# ---------------------------------------------------------------- Slurm
+
+
+class FakeSlurm:
+    """sinfo and scontrol as one node's slurmctld answers them: `sinfo -h -N -n NODE -o '%N|%T|%u|%E'`
+    prints `node02|drained|root|ascend-check: pcie.link_width` (an idle node: `node02|idle|Unknown|none`)."""
+
+    def __init__(self, state="idle", user="Unknown", reason="none"):
+        self.state, self.user, self.reason = state, user, reason
+        self.calls: list[list[str]] = []
+
+    def __call__(self, argv, timeout):
+        self.calls.append(list(argv))
+        if argv[0] == "sinfo":
+            node = argv[argv.index("-n") + 1]
+            out = f"{node}|{self.state}|{self.user}|{self.reason}\n"
+            return subprocess.CompletedProcess(argv, 0, out, "")
+        update = dict(a.split("=", 1) for a in argv[2:])
+        if update["State"] == "DRAIN":
+            self.state, self.user, self.reason = "drained", "root", update["Reason"]
+        elif update["State"] == "RESUME":
+            self.state, self.user, self.reason = "idle", "Unknown", "none"
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    @property
+    def updates(self):
+        return [c for c in self.calls if c[0] == "scontrol"]
+
+
+def _report(statuses: dict[str, str], node="node02") -> Report:
+    from ascend_ready.checks.report import CheckResult, HostStatus
+
+    results = [
+        CheckResult(check_id=c, host=node, status=s, severity="critical", tier="quick", title=c)
+        for c, s in statuses.items()
+    ]
+    return Report(hosts=[HostStatus(name=node)], results=results)
+
+
+def test_a_failing_node_is_drained_with_the_failing_and_unjudged_ids():
+    reason = drain_reason(
+        _report({"pcie.link_width": "fail", "npu.health": "error", "os.thp": "warn", "npu.count": "pass"}),
+        "node02",
+    )
+    assert reason == "ascend-check: pcie.link_width; cannot judge npu.health"
+    slurm = FakeSlurm()
+    action = act_on_verdict("node02", reason, run=slurm)
+    assert action.action == "drain"
+    assert slurm.updates == [["scontrol", "update", "NodeName=node02", "State=DRAIN", f"Reason={reason}"]]
+    again = act_on_verdict("node02", reason, run=slurm)
+    assert again.action == "none" and len(slurm.updates) == 1  # already drained with that reason
+
+
+def test_a_passing_node_is_resumed_only_from_our_own_drain():
+    ours = FakeSlurm("drained", "root", "ascend-check: pcie.link_width")
+    assert act_on_verdict("node02", None, run=ours).action == "resume"
+    assert ours.updates == [["scontrol", "update", "NodeName=node02", "State=RESUME"]]
+    admin = FakeSlurm("drained", "admin", "replace DIMM B3")
+    passed = act_on_verdict("node02", None, run=admin)
+    assert passed.action == "none" and not admin.updates and "replace DIMM B3" in passed.note
+    failing = act_on_verdict("node02", "ascend-check: npu.health", run=admin)
+    assert failing.action == "none" and not admin.updates and admin.reason == "replace DIMM B3"
+    busy = FakeSlurm("draining", "root", "ascend-check: npu.health")
+    assert act_on_verdict("node02", None, run=busy).action == "resume"
+
+
+def test_an_unreachable_batch_and_a_long_reason_drain_short_and_say_so():
+    from ascend_ready.checks.report import HostStatus
+
+    report = Report(hosts=[HostStatus(name="n1", reachable=False, error="the probe batch did not finish")])
+    assert drain_reason(report, "n1") == "ascend-check: cannot judge: the probe batch did not finish"
+    many = _report({f"npu.check_{i:02d}": "fail" for i in range(30)}, "n1")
+    reason = drain_reason(many, "n1")
+    assert len(reason) <= REASON_MAX and reason.startswith("ascend-check: npu.check_00, ")
+    assert reason.endswith(" more")
+
+
+def test_sinfo_without_the_node_or_a_failing_scontrol_is_an_error_saying_what_to_do():
+    with pytest.raises(RemoteError, match="does not list node 'node09'"):
+        parse_node_state("node01|idle|Unknown|none\n", "node09")
+
+    def refusing(argv, timeout):
+        if argv[0] == "sinfo":
+            return subprocess.CompletedProcess(argv, 0, "n1|idle|Unknown|none\n", "")
+        return subprocess.CompletedProcess(argv, 1, "", "slurm_update error: Invalid user id\n")
+
+    with pytest.raises(RemoteError, match="Invalid user id"):
+        act_on_verdict("n1", "ascend-check: npu.health", run=refusing)
+
+
+def test_slurm_health_cli_drains_and_leaves_the_full_report_on_the_node(node_run, tmp_path, monkeypatch):
+    slurm = FakeSlurm()
+    monkeypatch.setattr(slurm_health, "_run", slurm)
+    node_run.append(("pcie-width", {"npu": 2, "width": 8}))
+    report = tmp_path / "node.json"
+    result = CliRunner().invoke(
+        main, ["node", "--slurm-health", "--node-name", "node02", "--report", str(report)]
+    )
+    assert result.exit_code == 0, result.output
+    assert slurm.reason == "ascend-check: pcie.link_width"
+    assert "node02 drained: ascend-check: pcie.link_width" in result.stderr
+    judged = {r.check_id for r in Report.model_validate_json(report.read_text()).results}
+    assert "pcie.link_width" in judged and not judged & set(node_mode.BUSY_STATE_CHECKS)
+    node_run.clear()
+    healed = CliRunner().invoke(
+        main, ["node", "--slurm-health", "--node-name", "node02", "--report", str(report)]
+    )
+    assert healed.exit_code == 0 and slurm.state == "idle" and "resumed" in healed.stderr
+
+
+def test_the_prolog_runs_its_fast_subset_and_refuses_a_job_on_a_busy_npu(node_run, tmp_path):
+    report = tmp_path / "node.json"
+    node_run.append(("stray-process", {}))
+    result = CliRunner().invoke(main, ["node", "--prolog", "--node-name", "node01", "--report", str(report)])
+    assert result.exit_code == 1
+    judged = {r.check_id: r.status for r in Report.model_validate_json(report.read_text()).results}
+    assert set(judged) == set(node_mode.PROLOG_CHECKS)
+    assert judged["npu.processes"] == "fail"
+
+
+def test_the_watchdog_acts_and_ends_a_run_that_passes_its_deadline(tmp_path):
+    script = tmp_path / "hang.py"
+    marker = tmp_path / "acted"
+    script.write_text(
+        "import time\nfrom pathlib import Path\nfrom ascend_ready.checks.node_mode import _Watchdog\n"
+        f"with _Watchdog(0.3, lambda msg: Path({str(marker)!r}).write_text(msg)):\n    time.sleep(30)\n"
+    )
+    import sys
+
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 1
+    assert "passed its deadline of 0.3 s" in proc.stderr
+    assert Path(marker).read_text().startswith("ascend-check node: the run passed its deadline")
+
+
+def test_gres_line_names_the_healthy_npus_in_slurm_ranges(node_run):
+    from ascend_ready.checks.slurm_health import gres_conf_line
+
+    assert gres_conf_line("n1", [0, 1, 2, 3, 5, 6, 7]) == "NodeName=n1 Name=npu File=/dev/davinci[0-3,5-7]"
+    assert gres_conf_line("n1", [4]) == "NodeName=n1 Name=npu File=/dev/davinci4"
+    with pytest.raises(RemoteError, match="no healthy NPU"):
+        gres_conf_line("n1", [])
+    node_run.append(("chip-health", {"npu": 5, "level": "Critical"}))
+    result = CliRunner().invoke(main, ["node", "--gres-line", "--select", "npu.*", "--node-name", "node01"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "NodeName=node01 Name=npu File=/dev/davinci[0-4,6-7]\n"

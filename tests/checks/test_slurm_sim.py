@@ -1,0 +1,382 @@
+"""ascend-check under real Slurm daemons (Debian's slurmctld, slurmd, munge) on 3 simulated nodes, one
+cluster for the module: a node with a narrowed PCIe link is drained with the failing check as its reason
+and resumed once it is repaired; a node an administrator drained stays drained; a hung npu-smi drains
+naming the checks that could not be judged; node_exporter serves the textfile.
+
+Each test waits for the event (a reason in sinfo, a newer report on the node), never a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from sim_support import node_run, own_cluster, shared_venv_cluster, wait_for
+from test_sim_checks import NOT_HEALTHY_IN_SIM, provision, sim_profile
+
+pytestmark = pytest.mark.sim
+
+RUN_DIR, SUBNET = own_cluster("slurm", 6)  # default /run/ascend-sim-pytest-slurm, 10.251.200.192/27
+#: seconds between health checks: short for the test (a run takes a few seconds on a loaded machine)
+INTERVAL = 15
+#: a hung npu-smi is cut after this many seconds (the health check's own --timeout)
+PROBE_TIMEOUT = 4
+#: how long one event may take: two intervals (the check may have just started) plus a loaded run
+WITHIN = 2 * INTERVAL + 45
+REPORT = "/var/lib/ascend-ready/node-check.json"
+BIN = Path(sys.executable).parent
+PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+
+
+@pytest.fixture(scope="module")
+def slurm(sim_host, tmp_path_factory):
+    """3 A2 nodes provisioned as the playbooks leave them, judged with the simulator's limits
+    (test_sim_checks.py), under Slurm with their NPUs as GRES; the slurm_health role (ansible-playbook over
+    SSH, as a site runs it) makes ascend-check their health check and prolog."""
+    from ascend_ready.sim.harness import slurm as harness
+
+    with shared_venv_cluster(RUN_DIR, SUBNET, 3, "a2-ubuntu2204", needs="click") as c:
+        for node in c.nodes:
+            provision(c, tmp_path_factory.mktemp(node.name), node.name)
+        profile = sim_profile(tmp_path_factory.mktemp("profile"), "atlas-800t-a2").read_text()
+        harness.up(c, health_interval=None, profile=profile, gres=True)
+        _apply_slurm_health_role(c, tmp_path_factory.mktemp("play"))
+        yield c
+        harness.down(c)
+
+
+def _apply_slurm_health_role(cluster, tmp: Path) -> None:
+    """playbooks/roles/slurm_health on every node. Its gres.conf part is left to the harness (the same
+    `ascend-check node --gres-line`): restarting slurmd needs a service manager the nodes do not run."""
+    from ascend_ready.sim.harness.slurm import PROFILE_PATH
+
+    playbook = tmp / "slurm-health.yml"
+    play = {
+        "name": "Make ascend-check Slurm's health check and prolog",
+        "hosts": "ascend_nodes",
+        "gather_facts": False,
+        "roles": ["slurm_health"],
+    }
+    playbook.write_text(yaml.safe_dump([play]))
+    knobs = {
+        "slurm_health_venv": str(BIN.parent),
+        "slurm_health_interval": INTERVAL,
+        "slurm_health_probe_timeout": PROBE_TIMEOUT,
+        "slurm_health_profile": PROFILE_PATH,
+        "slurm_health_skip": sorted(NOT_HEALTHY_IN_SIM),
+        "slurm_health_gres": False,
+    }
+    (tmp / "vars.yml").write_text(yaml.safe_dump(knobs))
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(PLAYBOOKS / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_ROLES_PATH": str(PLAYBOOKS / "roles"),
+    }
+    proc = subprocess.run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(cluster.inventory_path),
+            str(playbook),
+            "-e",
+            f"@{tmp / 'vars.yml'}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "RUNNING HANDLER [slurm_health : Reconfigure Slurm]" in proc.stdout
+
+
+def _nodes(cluster) -> dict[str, tuple[str, str]]:
+    """node -> (sinfo's state, its reason) as sinfo -R's reason column prints it, whole (%E)."""
+    from ascend_ready.sim.harness.slurm import sinfo
+
+    out = {}
+    for line in sinfo(cluster, "%N|%T|%E").splitlines():
+        name, state, reason = line.split("|", 2)
+        out[name] = (state, reason)
+    return out
+
+
+def _fault(node: str, kind: str | None, **params) -> None:
+    from ascend_ready.sim import faults
+
+    faults.change(node, kind, params)
+
+
+def _report_time(cluster, node: str) -> str:
+    proc = node_run(cluster, node, "cat", REPORT)
+    return json.loads(proc.stdout)["created_at"] if proc.returncode == 0 else ""
+
+
+def _next_run(cluster, node: str) -> None:
+    """Wait for the health check to judge `node` once more (its report on the node is newer)."""
+    before = _report_time(cluster, node)
+    wait_for(
+        lambda: _report_time(cluster, node) not in ("", before),
+        WITHIN,
+        f"the next health check on {node}",
+        interval=1,
+    )
+
+
+def test_a_narrowed_pcie_link_drains_the_node_and_its_repair_resumes_it(slurm):
+    wait_for(
+        lambda: all(s == "idle" for s, _ in _nodes(slurm).values()), WITHIN, "every node idle", interval=1
+    )
+    _fault("node02", "pcie-width", width=8)
+    try:
+        state = wait_for(
+            lambda: (lambda n: n if "drain" in n["node02"][0] else None)(_nodes(slurm)),
+            WITHIN,
+            "node02 drained",
+            interval=1,
+        )
+        assert state["node02"][1] == "ascend-check: pcie.link_width"
+        assert state["node01"][0] == "idle" and state["node03"][0] == "idle"
+        # sinfo -R, as an operator reads it (the reason column widened to show it whole)
+        from ascend_ready.sim.harness.slurm import _sh
+
+        listed = _sh(slurm, "node01", "sinfo -R -h -o '%60E|%N'")
+        assert [line.split("|") for line in listed.splitlines()] == [
+            ["ascend-check: pcie.link_width".ljust(60), "node02"]
+        ]
+    finally:
+        _fault("node02", None)
+    wait_for(lambda: _nodes(slurm)["node02"][0] == "idle", WITHIN, "node02 resumed", interval=1)
+
+
+def test_a_node_an_administrator_drained_stays_drained_when_it_passes(slurm):
+    from ascend_ready.sim.harness.slurm import scontrol
+
+    scontrol(slurm, "update", "NodeName=node01", "State=DRAIN", "Reason=replace DIMM B3")
+    try:
+        _next_run(slurm, "node01")
+        report = json.loads(node_run(slurm, "node01", "cat", REPORT).stdout)
+        assert {r["status"] for r in report["results"]} <= {"pass", "skip", "warn"}  # it passed...
+        state, reason = _nodes(slurm)["node01"]
+        assert "drain" in state and reason == "replace DIMM B3"  # ...and the admin's drain stands
+    finally:
+        scontrol(slurm, "update", "NodeName=node01", "State=RESUME")
+
+
+def test_a_hung_npu_smi_drains_the_node_naming_what_could_not_be_judged(slurm):
+    _fault("node03", "npu-smi-hang")
+    try:
+        state = wait_for(
+            lambda: (lambda n: n if "drain" in n["node03"][0] else None)(_nodes(slurm)),
+            WITHIN,
+            "node03 drained",
+            interval=1,
+        )
+        reason = state["node03"][1]
+        assert reason.startswith("ascend-check: cannot judge npu."), reason
+        report = json.loads(node_run(slurm, "node03", "cat", REPORT).stdout)
+        unjudged = [r for r in report["results"] if r["status"] == "error"]
+        assert unjudged and all("npu-smi" in r["message"] for r in unjudged)
+        # the run kept to its deadline: the batch was cut at the probe timeout, not at Slurm's 60 s
+        assert report["duration_s"] < 50
+    finally:
+        _fault("node03", None)
+    wait_for(lambda: _nodes(slurm)["node03"][0] == "idle", WITHIN, "node03 resumed", interval=1)
+
+
+def test_node_exporter_serves_the_health_checks_textfile(slurm):
+    """The health check also writes node_exporter's textfile when asked; here the role's timer path."""
+    from ascend_ready.sim.harness.slurm import NODE_EXPORTER_PORT, PROFILE_PATH, TEXTFILE_DIR
+
+    skips = [a for c in sorted(NOT_HEALTHY_IN_SIM) for a in ("--skip", c)]
+    run = node_run(
+        slurm,
+        "node01",
+        str(BIN / "ascend-check"),
+        "node",
+        "--profile",
+        PROFILE_PATH,
+        *skips,
+        "--prometheus",
+        f"{TEXTFILE_DIR}/ascend_check.prom",
+        "--report",
+        "/tmp/node-check.json",
+        "--format",
+        "json",
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    node01 = slurm.node("node01")
+
+    def scrape():
+        with urllib.request.urlopen(f"http://{node01.ip}:{NODE_EXPORTER_PORT}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    text = wait_for(scrape, 30, "node_exporter on node01", ignore=(OSError,))
+    # node_exporter orders the labels by name
+    width = 'ascend_check_status{check="pcie.link_width",host="node01",severity="critical",status="pass"} 1'
+    assert width in text
+    assert "node_textfile_scrape_error 0" in text
+
+
+# ---------------------------------------------------------------- ascend-train inside an allocation
+
+#: the gate's ascend-check as this cluster judges its nodes (the simulator's profile and skips), on /shared
+SIM_CHECK = "/shared/ascend-check-sim"
+TRAINING = ("ascend_ready.training", "torch.distributed.run", "bin/ascend-train")
+
+
+def _job(cluster, job_id: str) -> dict[str, str]:
+    from ascend_ready.sim.harness.slurm import scontrol
+
+    line = scontrol(cluster, "show", "job", "-o", job_id).strip()
+    return dict(f.split("=", 1) for f in line.split() if "=" in f)
+
+
+def _training_processes(cluster, node: str) -> list[str]:
+    ps = node_run(cluster, node, "ps", "-eo", "pid,args").stdout.splitlines()
+    return [line for line in ps if any(t in line for t in TRAINING)]
+
+
+def _sbatch_script(cluster, name: str, *overrides: str) -> str:
+    """The script `ascend-train --print-sbatch` writes on node01 (the login node here), as nodes see it."""
+    from ascend_ready.sim.harness.slurm import PROFILE_PATH
+
+    wrapper = cluster.run_dir / "shared" / "ascend-check-sim"
+    skips = " ".join(f"--skip {c}" for c in sorted(NOT_HEALTHY_IN_SIM))
+    wrapper.write_text(f'#!/bin/sh\nexec {BIN}/ascend-check "$@" --profile {PROFILE_PATH} {skips}\n')
+    wrapper.chmod(0o755)
+    script = f"/shared/{name}.sh"
+    made = node_run(
+        cluster,
+        "node01",
+        str(BIN / "ascend-train"),
+        "grpo",
+        "-c",
+        "tiny",
+        "-o",
+        f"/shared/{name}",
+        "--launcher",
+        "slurm",
+        "--print-sbatch",
+        script,
+        "--nnodes",
+        "2",
+        "--sbatch-time",
+        "10:00",
+        "--preflight-command",
+        SIM_CHECK,
+        "eval_max_examples=0",
+        *overrides,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    return script
+
+
+def _submit(cluster, script: str) -> str:
+    sub = node_run(cluster, "node01", "env", "OMP_NUM_THREADS=1", "sbatch", "--parsable", script, timeout=60)
+    assert sub.returncode == 0, sub.stderr
+    return sub.stdout.strip().split(";")[0]
+
+
+@pytest.fixture
+def node02_drained(slurm):
+    """node02 drained by its health check (a narrowed PCIe link) for the test's length."""
+    _fault("node02", "pcie-width", width=8)
+    try:
+        wait_for(lambda: "drain" in _nodes(slurm)["node02"][0], WITHIN, "node02 drained", interval=1)
+        yield
+    finally:
+        _fault("node02", None)
+        wait_for(lambda: _nodes(slurm)["node02"][0] == "idle", WITHIN, "node02 resumed", interval=1)
+
+
+@pytest.mark.slow  # a 2-node GRPO run under Slurm: about 70 s here
+def test_sbatch_of_the_printed_script_trains_on_the_healthy_nodes_and_leaves_nothing(slurm, node02_drained):
+    script = _sbatch_script(slurm, "grpo-slurm", "max_steps=3", "save_every=1000")
+    text = (slurm.run_dir / "shared" / "grpo-slurm.sh").read_text()
+    assert "#SBATCH --nodes=2" in text and "#SBATCH --gres=npu:1" in text and "--launcher slurm" in text
+    # gres.conf as the slurm_health role writes it, from each node's healthy NPUs
+    from ascend_ready.sim.harness.slurm import sinfo
+
+    assert sinfo(slurm, "%N %G").split("\n")[:3] == [f"node0{i} npu:8" for i in (1, 2, 3)]
+    job = _submit(slurm, script)
+    done = wait_for(
+        lambda: (
+            lambda j: j if j["JobState"] not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING") else None
+        )(_job(slurm, job)),
+        300,
+        f"job {job} to end",
+        interval=2,
+    )
+    out = slurm.run_dir / "shared" / "grpo-slurm"
+    log = (out / f"slurm-{job}.out").read_text()
+    assert done["JobState"] == "COMPLETED", log[-4000:]
+    assert done["NodeList"] == "node[01,03]"
+    assert "preflight: passed on every allocated node" in log
+    assert "slurm: node rank 0, NIC eth0 (node01)" in log and "slurm: node rank 1, NIC eth0 (node03)" in log
+    steps = [
+        r["step"]
+        for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+        if "loss/policy" in r
+    ]
+    assert steps == [1, 2, 3]
+    assert _training_processes(slurm, "node01") == _training_processes(slurm, "node03") == []
+
+
+@pytest.mark.slow  # a 2-node GRPO run under Slurm, cancelled: about 50 s here
+def test_scancel_mid_run_stops_every_nodes_ranks(slurm, node02_drained):
+    script = _sbatch_script(slurm, "grpo-cancel", "max_steps=500", "save_every=1000")
+    job = _submit(slurm, script)
+    out = slurm.run_dir / "shared" / "grpo-cancel"
+    wait_for(lambda: (out / "metrics.jsonl").is_file(), 300, "the first training step", interval=1)
+    assert _training_processes(slurm, "node01") and _training_processes(slurm, "node03")
+    node_run(slurm, "node01", "scancel", job)
+    wait_for(
+        lambda: not _training_processes(slurm, "node01") and not _training_processes(slurm, "node03"),
+        60,
+        "every rank on node01 and node03 to stop",
+        interval=0.5,
+    )
+    assert _job(slurm, job)["JobState"] in ("CANCELLED", "COMPLETING")
+
+
+def test_a_prolog_failure_requeues_the_job(slurm, node02_drained):
+    # a leftover process on one of node03's NPUs: the prolog's npu.processes refuses the job there
+    # (the health check leaves busy-NPU checks to the prolog: a job of its own may hold them)
+    from ascend_ready.sim.harness.slurm import scontrol
+
+    _fault("node03", "stray-process")
+    job = ""
+    try:
+        job = _submit(slurm, _sbatch_script(slurm, "grpo-prolog", "max_steps=2"))
+        # requeued: counted as a restart, and back in the queue once its first start has been torn down
+        held = wait_for(
+            lambda: (
+                lambda j: j if int(j.get("Restarts", "0")) >= 1 and j["JobState"] == "PENDING" else None
+            )(_job(slurm, job)),
+            120,
+            f"job {job} requeued",
+            interval=1,
+        )
+        assert "held" in held["Reason"].lower() or held["Reason"].startswith("launch_failed"), held["Reason"]
+        state, reason = _nodes(slurm)["node03"]
+        assert "drain" in state and "Prolog" in reason  # Slurm's own drain: ascend-check never lifts it
+        report = json.loads(
+            node_run(slurm, "node03", "cat", "/var/lib/ascend-ready/prolog-check.json").stdout
+        )
+        assert {r["check_id"]: r["status"] for r in report["results"]}["npu.processes"] == "fail"
+    finally:
+        if job:
+            node_run(slurm, "node01", "scancel", job)
+        _fault("node03", None)
+        scontrol(slurm, "update", "NodeName=node03", "State=RESUME")
+        wait_for(lambda: _nodes(slurm)["node03"][0] == "idle", WITHIN, "node03 idle again", interval=1)

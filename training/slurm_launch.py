@@ -1,0 +1,347 @@
+"""`ascend-train ALGO --launcher slurm`: the job inside a Slurm allocation (an sbatch script or salloc),
+started with `srun` on the allocated nodes, one torchrun per node; and `--print-sbatch`, that script.
+
+    ascend-train grpo -c tiny -o /shared/runs/x --launcher slurm --print-sbatch job.sh && sbatch job.sh
+    salloc -N 2 ascend-train grpo -c CONFIG -o /shared/runs/x --launcher slurm
+
+Inside the allocation: the nodes are SLURM_JOB_NODELIST's (`scontrol show hostnames`); the preflight
+gate runs `ascend-check node` on exactly those nodes (one srun step) and refuses to start unless every one
+passes; then one srun step runs this same ascend-train command on every node with its node rank
+(SLURM_NODEID), the first node as the master and each node's NIC from its route to it, so each node's
+torchrun starts the ranks there. srun prefixes each line with the task (= node rank, listed once at the
+start); `--kill-on-bad-exit` ends every node's ranks when one node's command fails; `scancel` ends them
+all (Slurm signals every process of the step). The output dir must be on a filesystem every node sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.training.preflight import SLURM_GATED_ENV
+
+__all__ = ["Allocation", "allocation", "gate_nodes", "launch", "node_command", "sbatch_script"]
+
+#: the master port of a job: a fixed base plus the job id, so two jobs sharing a node do not collide
+PORT_BASE = 20000
+PORT_SPAN = 10000
+#: flags of `ascend-train ALGO` that only the Slurm launcher reads (never passed on to the nodes)
+OWN_FLAGS = ("launcher", "print_sbatch", "sbatch_time", "sbatch_gres", "sbatch_partition")
+#: set on the nodes by the job step: this Slurm job's nodes passed the gate before it started
+GATED_ENV = SLURM_GATED_ENV
+#: the prefix of every NIC line the node step prints (the tests and people grep for it)
+NIC_NOTE = "slurm: node rank"
+
+
+@dataclass(frozen=True)
+class Allocation:
+    job_id: str
+    nodes: tuple[str, ...]
+
+    @property
+    def master_port(self) -> int:
+        return PORT_BASE + int(self.job_id) % PORT_SPAN if self.job_id.isdigit() else PORT_BASE
+
+
+Runner = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+def _run(argv: Sequence[str], **kw) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(list(argv), text=True, check=False, **kw)
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{argv[0]} is not installed here (Slurm's client commands)",
+            hint="run ascend-train --launcher slurm on a node of the Slurm cluster",
+        ) from None
+
+
+def allocation(env: dict[str, str] | None = None, run: Runner = _run) -> Allocation:
+    """The allocation this command runs in; ConfigError (exit 2) outside one."""
+    env = dict(os.environ if env is None else env)
+    job, nodelist = env.get("SLURM_JOB_ID"), env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not job or not nodelist:
+        raise ConfigError(
+            "--launcher slurm runs inside a Slurm allocation: SLURM_JOB_ID/SLURM_JOB_NODELIST are not set",
+            hint="submit it with sbatch (ascend-train ... --launcher slurm --print-sbatch job.sh), "
+            "or run it under salloc",
+        )
+    proc = run(["scontrol", "show", "hostnames", nodelist], capture_output=True, timeout=30)
+    nodes = tuple(proc.stdout.split())
+    if proc.returncode != 0 or not nodes:
+        raise ConfigError(
+            f"scontrol show hostnames {nodelist} failed: {proc.stderr.strip()}",
+            hint="is slurmctld reachable from this node (scontrol ping)?",
+        )
+    return Allocation(job_id=job, nodes=nodes)
+
+
+def _srun(alloc: Allocation, *extra: str) -> list[str]:
+    n = str(len(alloc.nodes))
+    return ["srun", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", *extra]
+
+
+def gate_nodes(
+    alloc: Allocation,
+    check_command: str,
+    skip: bool,
+    log,
+    run: Runner = _run,
+    timeout_s: int = 600,
+    extra: Sequence[str] = (),
+) -> None:
+    """`ascend-check node` on exactly the allocated nodes (one srun step); TrainingError unless all pass."""
+    from ascend_ready.training.preflight import SKIP_BANNER, failed_checks, read_report
+
+    if skip:
+        log(SKIP_BANNER)
+        return
+    log(f"preflight: ascend-check node on {', '.join(alloc.nodes)} (the allocation's nodes)")
+    argv = [
+        *_srun(alloc, "--label", "--kill-on-bad-exit=0"),
+        check_command,
+        "node",
+        "--format",
+        "json",
+        "--no-report",
+        *extra,
+    ]
+    try:
+        proc = run(argv, capture_output=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise TrainingError(
+            f"the preflight step did not finish within {timeout_s} s",
+            hint="fix the failures or pass --skip-preflight",
+        ) from None
+    outputs: dict[int, list[str]] = {}
+    for line in proc.stdout.splitlines():
+        task, sep, rest = line.partition(": ")
+        if sep and task.strip().isdigit():
+            outputs.setdefault(int(task), []).append(rest)
+    problems = []
+    for rank, node in enumerate(alloc.nodes):
+        try:
+            report = read_report("\n".join(outputs.get(rank, [])))
+        except Exception as exc:  # ParseError or a report that is not there: this node is not judged
+            problems.append(f"{node}: no readable report ({exc}); srun: {proc.stderr.strip()[-300:]}")
+            continue
+        problems += failed_checks(report)
+    if problems:
+        detail = "".join(f"\n  - {p}" for p in problems)
+        raise TrainingError(
+            f"preflight failed on the allocation's nodes; refusing to train{detail}",
+            hint="fix the failures (or exclude the node: sbatch --exclude) or pass --skip-preflight",
+        )
+    log("preflight: passed on every allocated node")
+
+
+#: each node's prelude: its NIC toward the master (the route the kernel takes), for gloo and HCCL
+_PRELUDE = f"""set -e
+# the master itself: the interface holding its address (its route to itself is through lo)
+dev=$(ip -o addr show to "$1" | awk '{{print $2; exit}}')
+[ -n "$dev" ] || dev=$(ip -o route get "$1" | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p')
+[ -n "$dev" ] || {{ echo "$(hostname -s): no route to the master $1" >&2; exit 1; }}
+export GLOO_SOCKET_IFNAME="$dev" HCCL_SOCKET_IFNAME="$dev" {GATED_ENV}="$SLURM_JOB_ID"
+echo "{NIC_NOTE} $SLURM_NODEID, NIC $dev ($(hostname -s))" >&2
+shift
+exec "$@" --node-rank "$SLURM_NODEID"
+"""
+
+
+def node_command(alloc: Allocation, master_addr: str, train_argv: Sequence[str]) -> list[str]:
+    """The srun step that runs `train_argv` (an ascend-train command line) on every node with its rank."""
+    return [
+        *_srun(alloc, "--label", "--kill-on-bad-exit=1"),
+        "/bin/sh",
+        "-c",
+        _PRELUDE,
+        "ascend-train-node",
+        master_addr,
+        *train_argv,
+    ]
+
+
+def _master_addr(alloc: Allocation) -> str:
+    import socket
+
+    try:
+        return socket.gethostbyname(alloc.nodes[0])
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot resolve the first allocated node {alloc.nodes[0]}: {exc}",
+            hint="the nodes' names must resolve on every node (DNS or /etc/hosts)",
+        ) from None
+
+
+def train_argv(
+    algo: str,
+    config: str,
+    output_dir: Path,
+    alloc: Allocation,
+    master_addr: str,
+    *,
+    resume: bool,
+    overrides: Sequence[str],
+    passed: dict,
+) -> list[str]:
+    """The command each node runs: this ascend-train, per-node mode, everything else as given."""
+    port = str(passed.get("master_port") or alloc.master_port)
+    # the gate judged every node before this step (gate_nodes); GATED_ENV says so on the nodes
+    step = [
+        "--nnodes",
+        str(len(alloc.nodes)),
+        "--master-addr",
+        master_addr,
+        "--master-port",
+        port,
+        "--skip-preflight",
+    ]
+    return _ascend_train(
+        algo,
+        config,
+        output_dir,
+        step,
+        passed,
+        ("nproc_per_node", "device", "preflight_command"),
+        ["--resume"] if resume else [],
+        overrides,
+    )
+
+
+def _ascend_train(
+    algo: str,
+    config: str,
+    output_dir: Path,
+    head: Sequence[str],
+    opts: dict,
+    passed_on: Sequence[str],
+    tail: Sequence[str],
+    overrides: Sequence[str],
+) -> list[str]:
+    """This ascend-train ALGO with `head`, the options of `passed_on` given here, `tail`, the overrides."""
+    argv = [
+        str(Path(sys.executable).with_name("ascend-train")),
+        algo,
+        "--config",
+        config,
+        "--output-dir",
+        str(output_dir),
+        *head,
+    ]
+    for flag in passed_on:
+        if opts.get(flag) is not None:
+            argv += [f"--{flag.replace('_', '-')}", str(opts[flag])]
+    return [*argv, *tail, *overrides]
+
+
+def launch(
+    algo: str,
+    config: str,
+    output_dir: str | None,
+    resume: bool,
+    skip_preflight: bool,
+    overrides: tuple[str, ...],
+    opts: dict,
+    *,
+    log,
+    run: Runner = _run,
+) -> int:
+    """Run the job in this allocation (or write its sbatch script); the exit code of the srun step."""
+    out = Path(output_dir or f"runs/{algo}").absolute()
+    config_path = Path(config)
+    config_arg = str(config_path.absolute()) if config_path.exists() else config  # a bundled name stays
+    if opts.get("print_sbatch"):
+        return _write_sbatch(algo, config_arg, out, resume, skip_preflight, overrides, opts, log)
+    alloc = allocation(run=run)
+    master = _master_addr(alloc)
+    for rank, node in enumerate(alloc.nodes):
+        log(f"slurm: job {alloc.job_id}: task {rank} = {node}" + (" (master)" if rank == 0 else ""))
+    check = opts.get("preflight_command") or str(Path(sys.executable).with_name("ascend-check"))
+    gate_nodes(alloc, check, skip_preflight, log, run=run)
+    out.mkdir(parents=True, exist_ok=True)
+    argv = train_argv(algo, config_arg, out, alloc, master, resume=resume, overrides=overrides, passed=opts)
+    cmd = node_command(alloc, master, argv)
+    log("launch: " + shlex.join(cmd))
+    return run(cmd).returncode
+
+
+def sbatch_script(
+    algo: str,
+    config: str,
+    output_dir: Path,
+    *,
+    nodes: int,
+    gres: str | None,
+    time: str,
+    partition: str | None,
+    argv: Sequence[str],
+) -> str:
+    """A ready sbatch script: one task per node, the GRES, the time limit, Slurm's log in the output dir."""
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name=ascend-{algo}",
+        f"#SBATCH --nodes={nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --time={time}",
+        f"#SBATCH --output={output_dir}/slurm-%j.out",
+    ]
+    if gres:
+        lines.append(f"#SBATCH --gres={gres}")
+    if partition:
+        lines.append(f"#SBATCH --partition={partition}")
+    lines += [
+        "# written by ascend-train --print-sbatch: the job runs inside the allocation with srun",
+        "set -eu",
+        f"mkdir -p {shlex.quote(str(output_dir))}",
+        "exec " + shlex.join(argv),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _write_sbatch(algo, config, out: Path, resume, skip_preflight, overrides, opts, log) -> int:
+    from ascend_ready.training.config import load_config
+
+    cfg = load_config(config, overrides)
+    nodes = opts.get("nnodes") or cfg.launch.nnodes
+    nproc = opts.get("nproc_per_node") or cfg.launch.nproc_per_node
+    gres = opts.get("sbatch_gres")
+    gres = None if gres == "none" else (gres or f"npu:{nproc}")
+    tail = (["--resume"] if resume else []) + (["--skip-preflight"] if skip_preflight else [])
+    argv = _ascend_train(
+        algo,
+        config,
+        out,
+        ["--launcher", "slurm"],
+        opts,
+        ("nproc_per_node", "device", "preflight_command", "master_port"),
+        tail,
+        (),
+    )
+    text = sbatch_script(
+        algo,
+        config,
+        out,
+        nodes=nodes,
+        gres=gres,
+        time=opts.get("sbatch_time") or "24:00:00",
+        partition=opts.get("sbatch_partition"),
+        argv=[*argv, *overrides],
+    )
+    dest = opts["print_sbatch"]
+    out.mkdir(parents=True, exist_ok=True)  # Slurm opens its --output there before the script runs
+    if dest == "-":
+        sys.stdout.write(text)
+        return 0
+    Path(dest).write_text(text)
+    os.chmod(dest, 0o755)
+    log(f"sbatch script: {dest} ({nodes} node(s), {gres or 'no GRES'}); submit it: sbatch {dest}")
+    print(json.dumps({"sbatch": dest, "nodes": nodes, "gres": gres}))
+    return 0
