@@ -140,33 +140,6 @@ def _target_options(fn):
     return fn
 
 
-def _check_select(select: tuple[str, ...], tier: str | None) -> None:
-    """Refuse a --select glob that matches no check id (naming the nearest ids), or, in the quick tier,
-    only full-tier checks: mixed with a valid glob, either would silently shrink the run."""
-    if not select:
-        return
-    import difflib
-    import fnmatch
-
-    from ascend_ready.checks.registry import all_checks
-
-    checks = all_checks()
-    for glob in select:
-        hits = [spec for spec in checks.values() if fnmatch.fnmatchcase(spec.id, glob)]
-        if not hits:
-            near = difflib.get_close_matches(glob, list(checks), n=3, cutoff=0.7)
-            raise ConfigError(
-                f"no check matches --select/--skip: --select {glob!r} is no check id",
-                hint=(f"did you mean {' or '.join(near)}? " if near else "")
-                + "`ascend-check list --tier full` shows every id",
-            )
-        if tier == "quick" and all(spec.tier != "quick" for spec in hits):
-            raise ConfigError(
-                f"--select {glob!r} matches only full-tier checks ({', '.join(s.id for s in hits)})",
-                hint="add --tier full",
-            )
-
-
 def check_waived(waive: tuple[str, ...], without: str | None) -> None:
     """Refuse a --waive that names no check id (naming the nearest), or given where nothing records it."""
     if not waive:
@@ -515,7 +488,9 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
         started = time.monotonic()
         options = _options(params)
         # a snapshot's own tier decides which selections are valid there, once it is read
-        _check_select(params["select"], None if snapshot_dir else params["tier"])
+        from ascend_ready.checks.registry import check_select
+
+        check_select(params["select"], None if snapshot_dir else params["tier"])
         specs = None if snapshot_dir else options.checks()
     if snapshot_dir:
         from ascend_ready.checks.snapshot import load_snapshot
@@ -542,7 +517,9 @@ def main(ctx: click.Context, snapshot_dir, fmt, junit, prometheus, verbose, **pa
             notes += override_profiles(snap, judging)
         for note in notes:
             click.echo(f"warning: {note}", err=True)
-        _check_select(params["select"], judging.tier)
+        from ascend_ready.checks.registry import check_select
+
+        check_select(params["select"], judging.tier)
         options, specs = judging, judging.checks()
         report = judge_snapshot(snap, options, source=str(snapshot_dir), specs=specs, started=started)
     else:
@@ -611,7 +588,9 @@ def collect_cmd(ctx: click.Context, output, output_deprecated, quiet, plogs, **p
         raise ConfigError(f"{out} already holds a snapshot", hint="choose a new directory")
     check_output_dir(out, "-o")  # before any host is probed
     options = _options(params)
-    _check_select(params["select"], params["tier"])
+    from ascend_ready.checks.registry import check_select
+
+    check_select(params["select"], params["tier"])
     specs = options.checks()
     if plogs:
         from ascend_ready.checks.diagnose import PLOG_REQUEST
@@ -638,9 +617,9 @@ def collect_cmd(ctx: click.Context, output, output_deprecated, quiet, plogs, **p
 def list_cmd(tier, select, skip, fmt) -> None:
     """List the checks a run would run: id, tier, severity, what they assert and how to fix a failure
     (--tier full: the benchmarks too)."""
-    from ascend_ready.checks.registry import select_checks
+    from ascend_ready.checks.registry import check_select, select_checks
 
-    _check_select(select, tier)
+    check_select(select, tier)
     specs = select_checks(tier, select, skip)
     if not specs:
         raise ConfigError("no check matches --select/--skip",

@@ -210,9 +210,9 @@ def node_command(
     Exit codes: 0 all passed; 1 a check failed or could not be judged (--slurm-health: Slurm could not be
     told); 2 usage or configuration error.
     """
-    from ascend_ready.checks.cli import _check_select
     from ascend_ready.checks.html_report import check_output_path
     from ascend_ready.checks.preflight import PreflightOptions
+    from ascend_ready.checks.registry import check_select
     from ascend_ready.fleet.transport import FanoutOptions
 
     if slurm_health and prolog:
@@ -229,7 +229,7 @@ def node_command(
         not no_report and Path(report_file).is_dir()
     ):  # its folder is made when missing (/var/lib/ascend-ready on a fresh node)
         raise ConfigError(f"--report {report_file} is a directory", hint="give a file path")
-    _check_select(select, tier)
+    check_select(select, tier)
     if fleet_file:
         from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints
 

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ascend_ready.checks.resources.base import Resource, probe_ids
-from ascend_ready.errors import AscendReadyError
+from ascend_ready.errors import AscendReadyError, ConfigError
 
 __all__ = [
     "CHECKS",
@@ -193,3 +193,28 @@ def select_checks(
         and (not select or any(fnmatch.fnmatchcase(spec.id, g) for g in select))
         and not any(fnmatch.fnmatchcase(spec.id, g) for g in skip)
     ]
+
+
+def check_select(select: tuple[str, ...], tier: str | None) -> None:
+    """Refuse a --select glob that matches no check id (naming the nearest ids), or, in the quick tier,
+    only full-tier checks: mixed with a valid glob, either would silently shrink the run."""
+    if not select:
+        return
+    import difflib
+    import fnmatch
+
+    checks = all_checks()
+    for glob in select:
+        hits = [spec for spec in checks.values() if fnmatch.fnmatchcase(spec.id, glob)]
+        if not hits:
+            near = difflib.get_close_matches(glob, list(checks), n=3, cutoff=0.7)
+            raise ConfigError(
+                f"no check matches --select/--skip: --select {glob!r} is no check id",
+                hint=(f"did you mean {' or '.join(near)}? " if near else "")
+                + "`ascend-check list --tier full` shows every id",
+            )
+        if tier == "quick" and all(spec.tier != "quick" for spec in hits):
+            raise ConfigError(
+                f"--select {glob!r} matches only full-tier checks ({', '.join(s.id for s in hits)})",
+                hint="add --tier full",
+            )
