@@ -79,7 +79,7 @@ def test_inventory_pins_known_hosts_and_key(tmp_path: Path):
 
 def test_inventory_names_each_nodes_bundled_check_profile():
     """ascend_check_profile per hardware group (the product reads only that variable), and the copy of
-    this output in tests/checks/test_check_inventory.py is what ascend-sim really prints."""
+    this output in tests/fleet/test_fleet_inventory.py is what ascend-sim really prints."""
     c = Cluster(run_dir=Path("/run/ascend-sim"), subnet="10.251.0.0/24", base="/b", nodes=[
         Node("node01", 1, "10.251.0.11", "a2-ubuntu2204", "atlas-800t-a2", "ubuntu2204"),
         Node("node04", 4, "10.251.0.14", "a3-openeuler2203", "atlas-800t-a3", "openeuler2203")])
@@ -90,7 +90,7 @@ def test_inventory_names_each_nodes_bundled_check_profile():
         "[ascend_nodes]")
     bundled = {p.stem for p in (Path(__file__).parents[2] / "checks" / "profiles").glob("*.yml")}
     assert set(hw.HARDWARE) <= bundled  # every hardware model is named like a bundled profile
-    copy = (Path(__file__).parents[1] / "checks" / "test_check_inventory.py").read_text()
+    copy = (Path(__file__).parents[1] / "fleet" / "test_fleet_inventory.py").read_text()
     copied = copy.split('SIM_INI = """', 1)[1].split('"""', 1)[0].replace("\\\n", "")
     assert copied == text
 
