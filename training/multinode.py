@@ -380,7 +380,7 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
             for n in start:  # a node that does not see the controller's run dir gets the config copied
                 if not facts[n].sees_output:
                     facts[n].missing.pop("config", None)
-            node_probe.refuse_missing(facts)
+            node_probe.refuse_missing(facts, python_of)
         plan = plan_job(algo, cfg, spec, hosts_spec, targets, output_dir, opts, resume=resume, facts=facts)
         if opts.dry_run:
             sys.stdout.write(render_dry_run(plan))

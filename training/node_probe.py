@@ -190,6 +190,8 @@ class NodeFacts:
     numa_nodes: str | None = None
     sees_output: bool = False
     missing: dict[str, str] = field(default_factory=dict)  # label -> path that is not there
+    #: (exit status, output) of the job's interpreter importing ascend_ready and printing its version
+    ascend_ready: tuple[int, str] | None = None
 
 
 def required_paths(cfg: TrainConfig, python: str, set_env: str, config_path: str | None,
@@ -225,6 +227,9 @@ def probe_script(master: str, paths: Mapping[str, tuple[str, str]], marker: str 
     ]
     for label, (flag, path) in paths.items():
         lines.append(f"b {quote('path:' + label)}; test {flag} {quote(path)}; e {quote('path:' + label)} $?")
+    if "python" in paths:  # the job's interpreter must hold the controller's ascend-ready (refuse_missing)
+        code = "import ascend_ready; print(ascend_ready.__version__)"
+        lines.append(f"b ascend_ready; {quote(paths['python'][1])} -c {quote(code)} 2>&1; e ascend_ready $?")
     if marker:
         lines.append(f"b shared; cat {quote(marker)} 2>/dev/null; rc=$?; echo; e shared $rc")
     lines += [
@@ -262,6 +267,7 @@ def read_probe(text: str, paths: Mapping[str, tuple[str, str]], nonce: str | Non
     for label, (_flag, path) in paths.items():
         if blocks.get(f"path:{label}", (1, ""))[0] != 0:
             facts.missing[label] = path
+    facts.ascend_ready = blocks.get("ascend_ready")
     return facts
 
 
@@ -311,9 +317,34 @@ def spec_with_routes(report, targets: Mapping[str, Target], facts: Mapping[str, 
                             addrs=addrs, master_port=port, training=training)
 
 
-def refuse_missing(facts: Mapping[str, NodeFacts]) -> None:
+def _ascend_ready_problem(f: NodeFacts, python: str) -> str | None:
+    """Why the job's interpreter cannot run this controller's ascend-ready (None: it can, or not probed)."""
+    from ascend_ready import __version__
+
+    if f.ascend_ready is None or "python" in f.missing:
+        return None
+    rc, out = f.ascend_ready
+    last = out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
+    if rc != 0:
+        return f"{python} cannot import ascend_ready ({last})"
+    if last != __version__:
+        return f"{python} has ascend-ready {last}, this controller {__version__}"
+    return None
+
+
+def refuse_missing(facts: Mapping[str, NodeFacts], python: Mapping[str, str] | None = None) -> None:
+    """Refuse, naming every node and what it lacks, a start where a node misses a required path or its
+    interpreter (`python`: host -> path) cannot import ascend-ready of this controller's version."""
     missing = [f"{name}: {label} {path} is not there" for name, f in facts.items()
                for label, path in f.missing.items()]
+    wrong = [f"{name}: {why}" for name, f in facts.items()
+             if (why := _ascend_ready_problem(f, (python or {}).get(name, "the interpreter")))]
+    if wrong:
+        raise ConfigError(
+            "the job's interpreter does not hold this controller's ascend-ready; nothing was started:\n  "
+            + "\n  ".join(missing + wrong),
+            hint="provision the nodes (python_env installs ascend-ready[train] of this version into the "
+                 "training venv), or pass --python with the venv's bin/python")
     if missing:
         raise ConfigError("not every node has what the job needs; nothing was started:\n  "
                           + "\n  ".join(missing),

@@ -28,6 +28,7 @@ __all__ = [
     "SetEnv",
     "Toolkit",
     "TorchImport",
+    "TrainingEnv",
     "UserLibs",
 ]
 
@@ -64,6 +65,29 @@ _TORCH_IMPORT = (
     "import torch, torch_npu; n = torch_npu.npu; print('torch', torch.__version__); "
     "print('torch_npu', torch_npu.__version__); print('npu_available', n.is_available()); "
     "print('device_count', n.device_count() if hasattr(n, 'device_count') else 'unknown')"
+)
+
+
+#: What the training job imports (training/; ascend-ready's train extra, torch_npu on NPUs): found on the
+#: interpreter's path without importing them (find_spec: milliseconds, where importing transformers takes
+#: seconds), then ascend_ready itself, whose package is import-free, for its version. Python 3.6+ stdlib.
+TRAINING_MODULES = ("ascend_ready", "torch", "torch_npu", "transformers", "trl", "accelerate", "peft",
+                    "datasets", "tensorboard", "matplotlib")
+_TRAINING_ENV = (
+    "import sys\n"
+    "from importlib.util import find_spec\n"
+    "print('executable ' + sys.executable)\n"
+    f"for name in {TRAINING_MODULES!r}:\n"
+    "    try:\n"
+    "        found = find_spec(name) is not None\n"
+    "    except (ImportError, ValueError):\n"
+    "        found = False\n"
+    "    print('module %s %s' % (name, 'found' if found else 'missing'))\n"
+    "try:\n"
+    "    import ascend_ready\n"
+    "    print('ascend_ready ' + ascend_ready.__version__)\n"
+    "except Exception as exc:\n"
+    "    print('ascend_ready - %s: %s' % (type(exc).__name__, ' '.join(str(exc).split())))\n"
 )
 
 
@@ -179,6 +203,16 @@ def TORCH_IMPORT(profile: HardwareProfile) -> dict:
     }
 
 
+@profile_probe("training-env")
+def TRAINING_ENV(profile: HardwareProfile) -> dict:
+    return {
+        **_python(profile.python, _TRAINING_ENV),
+        "as_user": True,
+        "background": True,
+        "description": "the training interpreter's path, the modules the job imports, ascend-ready's version",
+    }
+
+
 class DriverVersion(Resource):
     """`<ascend_root>/driver/version.info`."""
 
@@ -269,3 +303,14 @@ class TorchImport(Resource):
     @cached_property
     def result(self) -> parsed.TorchImport:
         return parsed.parse_torch_import(self.text)
+
+
+class TrainingEnv(Resource):
+    """The training interpreter as the job meets it: its path, which of the job's modules it finds, and
+    the version of ascend-ready it imports."""
+
+    probes = (TRAINING_ENV,)
+
+    @cached_property
+    def env(self) -> parsed.TrainingEnv:
+        return parsed.parse_training_env(self.host.stdout("training-env"))

@@ -33,6 +33,7 @@ PARSERS = {
     "user-libs": (stack_probes.parse_user_libs, "versions.user_libs"),
     "set-env": (stack_probes.parse_set_env, "versions.set_env"),
     "torch-import": (stack_probes.parse_torch_import, "versions.torch_npu_import"),
+    "training-env": (stack_probes.parse_training_env, "versions.training_env"),
 }
 
 
