@@ -147,9 +147,9 @@ def _training_envs(targets: Mapping[str, Target]) -> dict[str, tuple[str | None,
             continue
         user, python = training_env(t.vars, profile)
         named_user = user if user != profile.training_user else None
-        # a glob or ~user path is for the node's shell to expand: not an exact path to start
-        exact = python != profile.python and "*" not in python and "~" not in python
-        named_python = python if exact else None
+        # a glob or ~user path (the venv python_env built) is expanded by the node's shell in the
+        # pre-start probe (NodeFacts.python), and the job starts that exact path
+        named_python = python if python != profile.python else None
         if named_user or named_python:
             out[name] = (named_user, named_python)
     return out
@@ -192,6 +192,7 @@ class NodeFacts:
     missing: dict[str, str] = field(default_factory=dict)  # label -> path that is not there
     #: (exit status, output) of the job's interpreter importing ascend_ready and printing its version
     ascend_ready: tuple[int, str] | None = None
+    python: str | None = None  # the job's interpreter as the node's shell expanded its path
 
 
 def required_paths(cfg: TrainConfig, python: str, set_env: str, config_path: str | None,
@@ -226,10 +227,22 @@ def probe_script(master: str, paths: Mapping[str, tuple[str, str]], marker: str 
         'b addr; ip -o addr show to "$m" 2>&1; e addr $?',
     ]
     for label, (flag, path) in paths.items():
+        if label == "python":
+            continue
         lines.append(f"b {quote('path:' + label)}; test {flag} {quote(path)}; e {quote('path:' + label)} $?")
-    if "python" in paths:  # the job's interpreter must hold the controller's ascend-ready (refuse_missing)
+    if "python" in paths:
+        # The interpreter as the node's shell expands it (a ~user or glob path, which
+        # checks.preflight.training_env admits only of shell-inert characters, names exactly one), then
+        # whether it holds the controller's ascend-ready (refuse_missing).
+        flag, path = paths["python"]
+        word = path if path.startswith("~") or any(c in path for c in "*?[") else quote(path)
         code = "import ascend_ready; print(ascend_ready.__version__)"
-        lines.append(f"b ascend_ready; {quote(paths['python'][1])} -c {quote(code)} 2>&1; e ascend_ready $?")
+        lines += [
+            f'set -- {word}; py=$1; [ $# -eq 1 ] || py=',
+            f'b path:python; test {flag} "$py"; e path:python $?',
+            'b interp; echo "$py"; e interp 0',
+            f'b ascend_ready; "$py" -c {quote(code)} 2>&1; e ascend_ready $?',
+        ]
     if marker:
         lines.append(f"b shared; cat {quote(marker)} 2>/dev/null; rc=$?; echo; e shared $rc")
     lines += [
@@ -268,6 +281,7 @@ def read_probe(text: str, paths: Mapping[str, tuple[str, str]], nonce: str | Non
         if blocks.get(f"path:{label}", (1, ""))[0] != 0:
             facts.missing[label] = path
     facts.ascend_ready = blocks.get("ascend_ready")
+    facts.python = (ok("interp") or "").strip() or None
     return facts
 
 

@@ -182,35 +182,28 @@ def USER_LIBS(profile: HardwareProfile) -> dict:
     }
 
 
+def _in_training_env(profile: HardwareProfile, code: str, description: str, **extra) -> dict:
+    """A probe running `code` with the training interpreter, as the training user, in the background."""
+    return {**_python(profile.python, code), "as_user": True, "background": True, "description": description,
+            **extra}
+
+
 @profile_probe("python-packages")
 def PYTHON_PACKAGES(profile: HardwareProfile) -> dict:
-    return {
-        **_python(profile.python, _PY_PACKAGES),
-        "as_user": True,
-        "background": True,
-        "description": "the training Python's version and installed distributions with wheel tags",
-    }
+    return _in_training_env(profile, _PY_PACKAGES,
+                            "the training Python's version and installed distributions with wheel tags")
 
 
 @profile_probe("torch-import")
 def TORCH_IMPORT(profile: HardwareProfile) -> dict:
-    return {
-        **_python(profile.python, _TORCH_IMPORT),
-        "as_user": True,
-        "background": True,
-        "timeout_s": 120,
-        "description": "import torch_npu in the training env (full tier)",
-    }
+    return _in_training_env(profile, _TORCH_IMPORT, "import torch_npu in the training env (full tier)",
+                            timeout_s=120)
 
 
 @profile_probe("training-env")
 def TRAINING_ENV(profile: HardwareProfile) -> dict:
-    return {
-        **_python(profile.python, _TRAINING_ENV),
-        "as_user": True,
-        "background": True,
-        "description": "the training interpreter's path, the modules the job imports, ascend-ready's version",
-    }
+    return _in_training_env(profile, _TRAINING_ENV,
+                            "the training interpreter, the modules the job imports, ascend-ready's version")
 
 
 class DriverVersion(Resource):

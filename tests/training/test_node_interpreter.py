@@ -55,3 +55,16 @@ def test_a_missing_interpreter_is_named_once_as_missing(tmp_path):
         node_probe.refuse_missing({"node01": _facts(gone)}, {"node01": gone})
     assert f"node01: python {gone} is not there" in err.value.message
     assert "cannot import" not in err.value.message
+
+
+def test_a_home_relative_venv_is_expanded_by_the_nodes_shell_and_started_exactly(tmp_path, monkeypatch):
+    """The inventory's ~user/venvs/ascend-<stack>/bin/python (the venv python_env built) is expanded on the
+    node, and the job starts that exact path."""
+    venv = Path(tmp_path) / "venvs" / "ascend-s1" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (venv / "python").chmod(0o755)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    facts = _facts("~/venvs/ascend-*/bin/python")
+    assert facts.python == str(venv / "python") and not facts.missing
+    assert facts.ascend_ready == (0, __version__)
