@@ -54,6 +54,9 @@ class NodeFacts:
     numa_nodes: str | None = None
     sees_output: bool = False
     missing: dict[str, str] = field(default_factory=dict)  # label -> path that is not there
+    #: (exit status, output) of the job's interpreter importing ascend_ready and printing its version
+    ascend_ready: tuple[int, str] | None = None
+    python: str | None = None  # the job's interpreter as the node's shell expanded its path
 
 
 class Binding(Protocol):

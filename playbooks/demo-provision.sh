@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Provision the running simulated cluster with site.yml from the bundled fake packages, then show that
 # a second run changes nothing. Called by `make demo` after `ascend-sim up`; needs root like the simulator.
-#   ASCEND_DEMO_STACK   matrix stack id to install (default cann-8.2.RC1-torch-2.5.1)
+#   ASCEND_DEMO_STACK   matrix stack id to install (default cann-8.2.RC1-torch-2.6.0: transformers 5, which
+#                       the training extra resolves to, needs torch 2.6 or newer)
 #   ASCEND_SIM_RUN_DIR  the cluster (default /run/ascend-sim)
 #   ASCEND_DEMO_OS_PREREQS_REPO  an apt source line of a mirror the nodes reach (ascend_ready.sim.harness.apt_mirror);
 #                       without it os_prereqs is skipped (simulated nodes reach no distribution mirror)
@@ -10,10 +11,13 @@ cd "$(dirname "$0")"
 BIN=$(cd ../.venv/bin && pwd)
 RUN_DIR=${ASCEND_SIM_RUN_DIR:-/run/ascend-sim}
 WORK=$RUN_DIR/provision
-STACK=${ASCEND_DEMO_STACK:-cann-8.2.RC1-torch-2.5.1}
+STACK=${ASCEND_DEMO_STACK:-cann-8.2.RC1-torch-2.6.0}
 
+# --training: ascend-ready's own wheel and the training job's (transformers, TRL, ...; downloaded once into
+# the simulator's cache), and this machine's CPU torch under the stack's pin: python_env installs them into
+# each node's training venv, where the job runs (simulated nodes train on CPU).
 echo "== building the simulated package source for $STACK (fake .run installers, wheels, SHA256SUMS)   (${SECONDS}s)"
-"$BIN/python" -m ascend_ready.sim.harness.build_packages "$WORK/packages" --stack "$STACK" >/dev/null
+"$BIN/python" -m ascend_ready.sim.harness.build_packages "$WORK/packages" --stack "$STACK" --training >/dev/null
 # With a mirror the validate play judges the kernel headers too (fleet.py skips only what this machine
 # cannot give a node, and says why in group_vars: ascend_sim_validate_skip_reasons).
 mirror=()
@@ -25,7 +29,7 @@ if [ -n "${ASCEND_DEMO_OS_PREREQS_REPO:-}" ]; then
   "$BIN/python" -m ascend_ready.sim.harness.rpm_prereqs install --source "$ASCEND_DEMO_OS_PREREQS_REPO" --run-dir "$RUN_DIR"
 fi
 INVENTORY=$("$BIN/python" -m ascend_ready.sim.harness.fleet "$WORK/inventory" --packages "$WORK/packages" --stack "$STACK" \
-  --run-dir "$RUN_DIR" "${mirror[@]}")
+  --run-dir "$RUN_DIR" --training "${mirror[@]}")
 
 echo "$INVENTORY" > "$WORK/inventory.path"
 export PATH="$BIN:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg"

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
+from ascend_ready import __version__
 from ascend_ready.errors import ConfigError, MatrixError
 from ascend_ready.provision.matrix import DEFAULT_ARCH, Matrix, MatrixModel, load_matrix
 from ascend_ready.provision.resolver import ResolvedStack, resolve
@@ -45,6 +47,16 @@ CANN_PYTHON_REQUIREMENTS: tuple[str, ...] = (
 )
 #: numpy 1.x has no wheels for Python 3.13; the guide caps numpy below 2.0 only for older Pythons.
 _NUMPY_313 = "numpy>=1.19.2"
+
+#: The project itself, and the extra of it the training job imports: python_env installs
+#: `ascend-ready[train]==<this version>` into the node's training venv, so the job (and node-local
+#: `ascend-check`) runs there the code of the controller's version, with transformers, TRL, accelerate,
+#: peft, datasets and what they require. torch is left to the stack's pin.
+PROJECT = "ascend-ready"
+TRAINING_EXTRA = "train"
+#: ascend-ready's own floor (pyproject.toml requires-python): a training venv on an older Python cannot
+#: hold it, so python_env picks (or unpacks) a newer interpreter where training is installed.
+TRAINING_PYTHON_FLOOR = "3.10"
 
 #: PyTorch's CPU build for x86_64 (the default PyPI wheel pulls in the CUDA libraries); aarch64's PyPI
 #: wheel is already CPU-only. Ascend/pytorch README: `pip3 install torch==X+cpu --index-url ...`.
@@ -111,6 +123,32 @@ def cann_requirements(python: str | None = None, requirements: list[str] | None 
     return out
 
 
+def training_requirements(version: str = __version__) -> list[str]:
+    """What the node's training venv needs besides the stack's torch and torch_npu: `ascend-ready==V`
+    (this version) first, then its own requirements and its `train` extra's, as its installed metadata
+    (pyproject.toml) declares them, markers dropped. torch is left out: the stack pins it.
+
+    ConfigError when this ascend-ready is not installed (a bare checkout on sys.path has no metadata)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    try:
+        declared = metadata.requires(PROJECT) or []
+    except metadata.PackageNotFoundError:
+        raise ConfigError(f"{PROJECT} is not installed in {sys.executable}: its training requirements "
+                          "are read from its metadata", hint="pip install -e . (or make venv)") from None
+    out = [f"{PROJECT}=={version}"]
+    for text in declared:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate({"extra": TRAINING_EXTRA}):
+            continue
+        if req.name.lower() in ("torch", "torch-npu", "torch_npu"):
+            continue
+        out.append(f"{req.name}{req.specifier}")
+    return out
+
+
 def _wheel_glob(project: str, version: str, python: str | None, arch: str) -> str:
     dist = project.replace("-", "_")
     py = f"cp{python.replace('.', '')}-cp{python.replace('.', '')}" if python else "*"
@@ -125,8 +163,9 @@ def _requirement_name(requirement: str) -> str:
 
 
 def wheel_requirements(stack: ResolvedStack | dict, python: str | None = None,
-                       cann: list[str] | None = None) -> list[WheelRequirement]:
-    """What the wheelhouse must hold for `stack`: pip, torch, torch_npu and CANN's Python dependencies.
+                       cann: list[str] | None = None, training: bool = True) -> list[WheelRequirement]:
+    """What the wheelhouse must hold for `stack`: pip, torch, torch_npu, CANN's Python dependencies and
+    (`training`) ascend-ready of this version with what the training job imports (training_requirements).
 
     `python` is the node's Python (default: the stack's); `cann` replaces CANN's list (the playbook
     passes python_env_cann_requirements where the inventory sets it).
@@ -155,19 +194,33 @@ def wheel_requirements(stack: ResolvedStack | dict, python: str | None = None,
             requirement=req, file=f"{WHEELHOUSE}/{name.replace('-', '_')}-*.whl",
             why="CANN Python dependency (CANN install guide, instg_0045)",
             download=PYPI_PAGE.format(project=name, version=req[len(name):] or "(any)")))
+    if not training:
+        return out
+    own, *deps = training_requirements()
+    out.append(WheelRequirement(
+        requirement=own, file=f"{WHEELHOUSE}/ascend_ready-{__version__}-py3-none-any.whl",
+        why="the training job's own code, at the controller's version (ascend-train refuses another)",
+        download=f"built from the checkout: pip wheel --no-deps --wheel-dir {WHEELHOUSE} . "
+                 f"(or PyPI: {PROJECT} {__version__})"))
+    for req in deps:
+        name = _requirement_name(req)
+        out.append(WheelRequirement(
+            requirement=req, file=f"{WHEELHOUSE}/{name.replace('-', '_').lower()}-*.whl",
+            why=f"{PROJECT} (with its {TRAINING_EXTRA} extra) requires it: the training job imports it",
+            download=PYPI_PAGE.format(project=name, version=req[len(name):] or "(any)")))
     return out
 
 
 def required_files(stack: ResolvedStack | dict, cann: list[str] | None = None,
-                   python_build: bool = True) -> list[str]:
+                   python_build: bool = True, training: bool = True) -> list[str]:
     """The package check's terms: every installer name (with the standalone CPython archive where the
     stack names one, unless `python_build` is false: the node's interpreter is given), then
-    `wheel:REQUIREMENT` per wheel requirement."""
+    `wheel:REQUIREMENT` per wheel requirement (`training`: ascend-ready's and the job's too)."""
     s = stack if isinstance(stack, dict) else stack.model_dump(mode="json")
     runs = [name for name in s["packages"].values() if name]
     if python_build and s.get("python_build"):
         runs.append(s["python_build"]["file"])
-    return runs + [f"wheel:{w.requirement}" for w in wheel_requirements(s, cann=cann)]
+    return runs + [f"wheel:{w.requirement}" for w in wheel_requirements(s, cann=cann, training=training)]
 
 
 #: glibc of the manylinux tags that name no version (PEP 513, 571, 599).
@@ -309,8 +362,12 @@ def package_plan(stack_id: str, *, os: str | None = None, arch: str | None = Non
     if r.arch == "x86_64":
         argv += ["--extra-index-url", TORCH_CPU_INDEX]
     cpu_torch = r.arch == "x86_64"
+    own = f"{PROJECT}=={__version__}"
     argv += [f"{w.requirement}+cpu" if cpu_torch and w.requirement.startswith("torch==") else w.requirement
-             for w in wheels]
+             for w in wheels if w.requirement != own]
+    notes.append(f"wheelhouse/ holds {PROJECT} {__version__} itself (the training job's code, the version "
+                 f"ascend-train accepts): `pip wheel --no-deps --wheel-dir {WHEELHOUSE} .` in its checkout, "
+                 f"or `pip download --no-deps --dest {WHEELHOUSE} {own}`")
     notes.append(f"wheelhouse/ also needs what these wheels require (e.g. torch: filelock, "
                  f"typing-extensions, networkx, jinja2, fsspec, sympy, mpmath); the pip download command "
                  f"fetches it all for CPython {r.python} on {r.arch}")

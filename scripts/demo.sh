@@ -9,7 +9,8 @@
 #      the two OSes differ, a mixed fleet with one stack being legitimate); an HTML report
 #   4. inject a fault (a PCIe link trained at x8): the failure with its remediation, and training refused
 #   5. the preflight writes a launch spec; ascend-train grpo runs on both nodes from it (torchrun over SSH,
-#      gloo on CPU, the tiny config), its outputs on the cluster's shared filesystem
+#      gloo on CPU, the tiny config) in the training venv the playbook built on each node (the nodes do not
+#      see this checkout or its .venv), its outputs on the cluster's shared filesystem
 # Needs root (the simulator uses Linux namespaces). Env: ASCEND_DEMO_STACK (matrix stack id).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -85,6 +86,9 @@ echo "-- ascend-train exited $rc before starting anything; clearing the fault"
 step "5/5 train on both nodes: a launch spec from the preflight, then ascend-train grpo from it"
 SPEC=$REPO/runs/demo-launch-spec.json
 "$BIN/ascend-check" -i "$INVENTORY" --launch-spec "$SPEC" >/dev/null
+echo "-- the job runs in the training venv the playbook built on each node (the interpreter the gate judged):"
+"$BIN/python" -c 'import json, sys
+for name, host in json.load(open(sys.argv[1]))["hosts"].items(): print("  ", name + ":", host["python"])' "$SPEC"
 rm -rf "$OUT"
 "$BIN/ascend-train" grpo --config tiny --launch-spec "$SPEC" -i "$INVENTORY" --output-dir "$OUT" \
   --node-output-dir "$NODE_OUT" max_steps=150 eval_every=50

@@ -44,9 +44,11 @@ BOOT_TIMEOUT_S = 20.0
 # so the host can read them).
 KNOBS_MOUNT = "/run/ascend-sim/knobs"
 KNOBS_STATE = "/var/lib/ascend-sim/knobs.json"
-#: the cluster's shared file system in every node: this checkout (read-only, at its own path, with its
-#: .venv and the venv's interpreter) and SHARED_DIR (read-write, <run-dir>/shared), as an NFS /home or
-#: /opt would give. On by default (a few binds, nothing copied); ASCEND_SIM_SHARED_FS=0 turns it off.
+#: the cluster's shared file system in every node: SHARED_DIR (read-write, <run-dir>/shared), as an NFS
+#: /data would give, for run directories and data. On by default (a bind, nothing copied);
+#: ASCEND_SIM_SHARED_FS=0 turns it off. The job runs in the training venv python_env built on each node,
+#: as on a real rack: this checkout and its .venv are lent to the nodes (read-only, at their own paths)
+#: only where ASCEND_SIM_LEND_CHECKOUT=1 asks for it (tests of the simulator's own plumbing).
 SHARED_DIR = "/shared"
 #: paths a node's own OS owns: a host checkout there is not lent (it would hide the node's files)
 _NODE_OWNED = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/opt/ascend-sim", "/proc",
@@ -327,11 +329,18 @@ def _node_owned(path: Path) -> bool:
     return text == "/" or any(text == p or text.startswith(p + "/") for p in _NODE_OWNED)
 
 
+def lend_checkout() -> bool:
+    """Whether nodes also get this checkout and its .venv (ASCEND_SIM_LEND_CHECKOUT=1; off by default:
+    a real rack has no such path, and a job that used it would run other code than the node's venv)."""
+    return os.environ.get("ASCEND_SIM_LEND_CHECKOUT", "0") == "1"
+
+
 def shared_checkout() -> list[Path]:
-    """Host paths every node gets read-only at the same path: this checkout (with its .venv) and the
-    interpreter that venv runs (pyvenv.cfg `home`), unless it lies where the node's OS has its own files
-    (/usr: then the node's Debian bookworm python3.11 stands in, where its profile keeps it)."""
-    if not shared_fs_enabled():
+    """Host paths every node gets read-only at the same path where lend_checkout(): this checkout (with
+    its .venv) and the interpreter that venv runs (pyvenv.cfg `home`), unless it lies where the node's OS
+    has its own files (/usr: then the node's Debian bookworm python3.11 stands in, where its profile keeps
+    it)."""
+    if not shared_fs_enabled() or not lend_checkout():
         return []
     checkout = ROOT_PACKAGE_DIR.parent
     if not (checkout / "pyproject.toml").is_file():
@@ -385,7 +394,8 @@ def mount_point(upper: Path, lower: Path, path: str) -> Path:
 def _cluster_binds(cluster: Cluster, upper: Path, lower: Path,
                    with_hardware: bool) -> list[tuple[str, str, bool]]:
     """Binds of what every node shares (mount points made in the node's upper layer): the fabric folder
-    and each node's simdir in it (read-only), /shared (read-write) and the shared checkout (read-only)."""
+    and each node's simdir in it (read-only), /shared (read-write) and, where lent, the checkout
+    (read-only)."""
     rd = cluster.run_dir
     points: list[tuple[str, str, bool]] = []
     if shared_fs_enabled():

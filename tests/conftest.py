@@ -67,6 +67,9 @@ def sim_cluster(sim_host):
     # Two pytest sessions on one machine take turns: the second waits rather than tearing down the first's.
     with open(f"{SIM_RUN_DIR}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        # the session's tests drive the simulator's own plumbing (the shared checkout among it): lent here
+        # only; a job on a provisioned cluster runs in the node's venv (sim.cluster.lend_checkout)
+        patch.setenv("ASCEND_SIM_LEND_CHECKOUT", "1")
         try:
             sim.down()  # leftovers of an interrupted session
             yield sim.up(4, SIM_PROFILES)

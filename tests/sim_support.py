@@ -76,19 +76,63 @@ def cluster_up(run_dir: str, subnet: str, count: int, profiles: str) -> Iterator
 @contextlib.contextmanager
 def shared_venv_cluster(run_dir: str, subnet: str, count: int, profiles: str,
                         needs: str = "torch") -> Iterator[object]:
-    """cluster_up for tests that run this checkout's .venv inside the nodes (the shared filesystem):
-    skipped, saying so, where node02 cannot import `needs` from it."""
+    """cluster_up for tests that run this checkout's .venv inside the nodes (lent to them on request,
+    ASCEND_SIM_LEND_CHECKOUT=1: a real rack runs the venv python_env built, as `make demo` does): skipped,
+    saying so, where node02 cannot import `needs` from it."""
     import sys
 
     from ascend_ready.sim import cluster as sim
 
-    with cluster_up(run_dir, subnet, count, profiles) as c:
+    patch = pytest.MonkeyPatch()
+    patch.setenv("ASCEND_SIM_LEND_CHECKOUT", "1")
+    with contextlib.ExitStack() as stack:
+        stack.callback(patch.undo)
+        c = stack.enter_context(cluster_up(run_dir, subnet, count, profiles))
         probe = sim.node_exec(c.node("node02"), [sys.executable, "-c", f"import {needs}"],
                               capture_output=True)
         if probe.returncode != 0:
             pytest.skip(f"the simulated nodes cannot import {needs} from this checkout's .venv "
                         "(no shared filesystem, or the extra that installs it is missing)")
         yield c
+
+
+#: the stack the training clusters are provisioned with: torch 2.6 or newer, which the train extra's
+#: transformers needs (the simulator relabels this machine's CPU torch as it: docs/design/simulator.md)
+TRAINING_STACK = "cann-8.2.RC1-torch-2.6.0"
+#: the interpreter of the training venv python_env builds on each node of a provisioned_cluster
+NODE_PYTHON = f"/home/ascend/venvs/ascend-{TRAINING_STACK}/bin/python"
+
+
+@contextlib.contextmanager
+def provisioned_cluster(run_dir: str, subnet: str, count: int, profiles: str,
+                        stack: str = TRAINING_STACK) -> Iterator[tuple[object, object]]:
+    """cluster_up, then playbooks/site.yml as `make demo` runs it, with the training environment: each
+    node's venv `~ascend/venvs/ascend-<stack>` holds ascend-ready and what the job imports, and the
+    controller's checkout is not lent, as on a real rack. Yields (cluster, the provisioned inventory:
+    stack_id and ascend_training_user set, so ascend-train and ascend-check use that venv)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ascend_ready.sim.harness import fleet
+    from ascend_ready.sim.harness.build_packages import build
+
+    playbooks = Path(__file__).resolve().parents[1] / "playbooks"
+    with cluster_up(run_dir, subnet, count, profiles) as c:
+        work = c.run_dir / "provision"
+        packages = build(work / "packages", [stack], os.uname().machine, training=True)
+        fleet.preinstall_net_tools(c.run_dir)
+        inventory = fleet.write_inventory(c.run_dir, work / "inventory", packages, stack, training=True)
+        bindir = Path(sys.executable).parent
+        env = {**os.environ, "ANSIBLE_CONFIG": str(playbooks / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+               "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
+        play = subprocess.run([str(bindir / "ansible-playbook"), "-i", str(inventory), "site.yml",
+                               "--skip-tags", "os_prereqs"], cwd=playbooks, env=env, capture_output=True,
+                              text=True, timeout=1800, check=False)
+        if play.returncode != 0:
+            pytest.fail(f"provisioning the training cluster failed (rc {play.returncode}):\n"
+                        f"{(play.stdout + play.stderr)[-4000:]}")
+        yield c, inventory
 
 
 def node_run(cluster, name: str, *argv: str, timeout: float = 30):

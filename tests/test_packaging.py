@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import tomllib
 from sample_support import REPO
 
@@ -34,3 +35,17 @@ def test_the_product_never_imports_the_simulator():
                 offenders += [f"{path.relative_to(REPO)}:{n}" for n, line in enumerate(text.splitlines(), 1)
                               if ("import ascend_ready.sim" in line or "from ascend_ready.sim" in line)]
     assert not offenders, offenders
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_what_the_installed_package_reads(tmp_path):
+    """A node's training venv holds ascend-ready as a wheel (python_env), not a checkout: the bundled
+    hardware profiles and schemas, which sit in folders without an __init__.py, must be in it."""
+    import zipfile
+
+    from ascend_ready.sim.harness.build_packages import _own_wheel
+
+    names = zipfile.ZipFile(_own_wheel(tmp_path)).namelist()
+    profiles = sorted(p.name for p in (REPO / "checks" / "profiles").glob("*.yml"))
+    assert profiles and all(f"ascend_ready/checks/profiles/{p}" in names for p in profiles)
+    assert "ascend_ready/checks/schemas/launch-spec.schema.json" in names

@@ -206,6 +206,8 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
                 lambda n: node_probe.required_paths(cfg, python_of[n], opts.set_env,
                                                     None if opts.dry_run else config_path),
                 f"{node_output}/{marker.name}" if marker else None, nonce, probe_as)
+        # the exact interpreter each node expanded (a ~ascend/venvs/... path of the inventory)
+        python_of = {n: (facts[n].python if n in facts else None) or p for n, p in python_of.items()}
         if from_inventory:
             spec = node_probe.spec_with_routes(report, {n: targets[n] for n in start}, facts, master, port)
             hosts_spec = spec.usable()
@@ -216,7 +218,7 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
             for n in start:  # a node that does not see the controller's run dir gets the config copied
                 if not facts[n].sees_output:
                     facts[n].missing.pop("config", None)
-            node_probe.refuse_missing(facts)
+            node_probe.refuse_missing(facts, python_of)
         plan = plan_job(algo, cfg, spec, hosts_spec, targets, output_dir, opts, resume=resume, facts=facts)
         if opts.dry_run:
             sys.stdout.write(render_dry_run(plan))

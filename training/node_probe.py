@@ -182,9 +182,9 @@ def _training_envs(targets: Mapping[str, Target]) -> dict[str, tuple[str | None,
             continue
         user, python = training_env(t.vars, profile)
         named_user = user if user != profile.training_user else None
-        # a glob or ~user path is for the node's shell to expand: not an exact path to start
-        exact = python != profile.python and "*" not in python and "~" not in python
-        named_python = python if exact else None
+        # a glob or ~user path (the venv python_env built) is expanded by the node's shell in the
+        # pre-start probe (NodeFacts.python), and the job starts that exact path
+        named_python = python if python != profile.python else None
         if named_user or named_python:
             out[name] = (named_user, named_python)
     return out
@@ -250,8 +250,23 @@ def fact_probes(master: str, paths: Mapping[str, tuple[str, str]], marker: str |
     ]
     labels = {}
     for n, (label, (flag, path)) in enumerate(paths.items()):
+        if label == "python":
+            continue
         labels[f"path-{n}"] = label
         probes.append(Probe(f"path-{n}", argv=("test", flag, path), as_user=True, description=label))
+    if "python" in paths:
+        # The interpreter as the node's shell expands it (a ~user or glob path, which
+        # checks.preflight.training_env admits only of shell-inert characters, names exactly one), then
+        # whether it holds the controller's ascend-ready (refuse_missing).
+        flag, path = paths["python"]
+        word = path if path.startswith("~") or any(c in path for c in "*?[") else quote(path)
+        code = "import ascend_ready; print(ascend_ready.__version__)"
+        probes += [
+            Probe("interp", shell=f'set -- {word}; [ $# -eq 1 ] && test {flag} "$1" && echo "$1"',
+                  as_user=True, description="the job's interpreter"),
+            Probe("ascend-ready", shell=f'set -- {word}; "$1" -c {quote(code)} 2>&1', as_user=True,
+                  description="the ascend-ready the job's interpreter imports"),
+        ]
     if marker:
         probes.append(Probe("shared", argv=("cat", marker), as_user=True,
                             description="the controller's marker file (a shared run dir)"))
@@ -277,6 +292,12 @@ def read_facts(snap: HostSnapshot, labels: Mapping[str, str], paths: Mapping[str
         res = snap.probes.get(probe_id)
         if res is None or res.rc != 0:
             facts.missing[label] = paths[label][1]
+    if "python" in paths:
+        facts.python = (ok("interp") or "").strip() or None
+        if facts.python is None:
+            facts.missing["python"] = paths["python"][1]
+        res = snap.probes.get("ascend-ready")
+        facts.ascend_ready = None if res is None else (res.rc, res.stdout.rstrip("\n"))
     return facts
 
 
@@ -327,9 +348,34 @@ def spec_with_routes(report, targets: Mapping[str, Target], facts: Mapping[str, 
                             addrs=addrs, master_port=port, training=training)
 
 
-def refuse_missing(facts: Mapping[str, NodeFacts]) -> None:
+def _ascend_ready_problem(f: NodeFacts, python: str) -> str | None:
+    """Why the job's interpreter cannot run this controller's ascend-ready (None: it can, or not probed)."""
+    from ascend_ready import __version__
+
+    if f.ascend_ready is None or "python" in f.missing:
+        return None
+    rc, out = f.ascend_ready
+    last = out.strip().splitlines()[-1] if out.strip() else f"exit {rc}"
+    if rc != 0:
+        return f"{python} cannot import ascend_ready ({last})"
+    if last != __version__:
+        return f"{python} has ascend-ready {last}, this controller {__version__}"
+    return None
+
+
+def refuse_missing(facts: Mapping[str, NodeFacts], python: Mapping[str, str] | None = None) -> None:
+    """Refuse, naming every node and what it lacks, a start where a node misses a required path or its
+    interpreter (`python`: host -> path) cannot import ascend-ready of this controller's version."""
     missing = [f"{name}: {label} {path} is not there" for name, f in facts.items()
                for label, path in f.missing.items()]
+    wrong = [f"{name}: {why}" for name, f in facts.items()
+             if (why := _ascend_ready_problem(f, (python or {}).get(name, "the interpreter")))]
+    if wrong:
+        raise ConfigError(
+            "the job's interpreter does not hold this controller's ascend-ready; nothing was started:\n  "
+            + "\n  ".join(missing + wrong),
+            hint="provision the nodes (python_env installs ascend-ready[train] of this version into the "
+                 "training venv), or pass --python with the venv's bin/python")
     if missing:
         raise ConfigError("not every node has what the job needs; nothing was started:\n  "
                           + "\n  ".join(missing),

@@ -57,6 +57,12 @@ def check_command(command: str | None, hosts: list[str], inventory: str | None) 
         cmd += ["-i", inventory]
     elif hosts:
         cmd += ["--hosts", ",".join(hosts)]
+    else:
+        # this node: the job runs here as this user in this interpreter (the venv the playbook built,
+        # activated as the runbook says), so the gate judges exactly those
+        import getpass
+
+        cmd += ["--training-user", getpass.getuser(), "--python", sys.executable]
     return [*cmd, "--format", "json"]
 
 

@@ -270,7 +270,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
             spec, master = fleet.spec, opts.master_addr or fleet.master
         names = mn.node_rank_order(hosts, master)  # the master's host is the head
         if not opts.dry_run:
-            node_probe.refuse_missing(facts)
+            node_probe.refuse_missing(facts, fleet.python)
             unshared = [n for n in names if not facts[n].sees_output]
             if unshared:
                 raise ConfigError(f"verl needs the run dir on a filesystem every node shares: "

@@ -413,6 +413,21 @@ def current_fingerprints(targets: Sequence[Target], fanout, profiles: Mapping[st
     return fingerprint_hosts(Snapshot(hosts={h.name: h for h in hosts}), profiles)
 
 
+def training_interpreter(host) -> str | None:
+    """The training interpreter's path as the training-env probe read it on the node (None: not read, or
+    unreadable: versions.training_env says why)."""
+    from ascend_ready.checks.parsers.cann_python import parse_training_env
+    from ascend_ready.errors import ParseError
+
+    res = host.probes.get("training-env") if host is not None else None
+    if res is None or res.rc != 0:
+        return None
+    try:
+        return parse_training_env(res.stdout).executable
+    except ParseError:
+        return None
+
+
 def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout, *,
                      valid_s: int = 3600, master_port: int = 29500, waived: Sequence[str] = (),
                      note: Callable[[str], None] = lambda line: None) -> LaunchSpec:
@@ -453,6 +468,9 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
         if name in profiles:  # whose environment the stack was read in: the launch reads it there again
             host.fingerprint_user = profiles[name].training_user
             host.fingerprint_python = profiles[name].python
+        # the interpreter the gate judged (versions.training_env), as the node expanded its path: the job
+        # runs there, not in the controller's own
+        host.python = host.python or training_interpreter(snapshot.hosts.get(name))
     startable = spec.startable_hosts()
     servers, left_out = table_hosts(snapshot, {n: (h.ip or h.address, h.devices)
                                                for n, h in startable.items()})

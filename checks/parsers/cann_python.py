@@ -21,11 +21,13 @@ __all__ = [
     "PythonPackagesOutput",
     "SetEnvScripts",
     "TorchImportOutput",
+    "TrainingEnvOutput",
     "UserLibsOutput",
     "parse_cann_components",
     "parse_python_packages",
     "parse_set_env",
     "parse_torch_import",
+    "parse_training_env",
     "parse_user_libs",
 ]
 
@@ -214,3 +216,41 @@ def parse_torch_import(text: str) -> TorchImportOutput:
         npu_available=values["npu_available"] == "True",
         device_count=None if count == "unknown" else int(count),
     )
+
+
+# ---------------------------------------------------------------- what the training job imports
+
+
+class TrainingEnvOutput(ParsedModel):
+    """`executable PATH`, then `module NAME found|missing` per module the job imports, then `ascend_ready
+    VERSION` (or `ascend_ready - ERROR` where importing it failed), as the training interpreter reports."""
+
+    executable: str
+    modules: dict[str, bool]
+    ascend_ready: str | None
+    ascend_ready_error: str | None = None
+
+
+@parser("training-env")
+def parse_training_env(text: str) -> TrainingEnvOutput:
+    kind = "training-env"
+    executable = None
+    modules: dict[str, bool] = {}
+    version: tuple[str | None, str | None] | None = None
+    lines = probe_lines(kind, text)
+    for line in lines:
+        key, _, rest = line.partition(" ")
+        parts = rest.split(" ")
+        if key == "executable" and rest and executable is None and not modules:
+            executable = rest
+        elif key == "module" and executable and len(parts) == 2 and parts[1] in ("found", "missing"):
+            modules[parts[0]] = parts[1] == "found"
+        elif key == "ascend_ready" and modules and version is None and rest:
+            version = (None, rest[2:] or "failed") if rest.startswith("- ") or rest == "-" else (rest, None)
+        else:
+            raise fail(kind, "expected 'executable PATH', then 'module NAME found|missing' lines, then "
+                             "'ascend_ready VERSION|- ERROR'", line)
+    if version is None:
+        raise fail(kind, "no 'ascend_ready' line", lines[-1])
+    return TrainingEnvOutput(executable=executable, modules=modules, ascend_ready=version[0],
+                       ascend_ready_error=version[1])

@@ -41,6 +41,7 @@ from ascend_ready.checks.resources.versions import (
     SetEnv,
     Toolkit,
     TorchImport,
+    TrainingEnv,
     UserLibs,
 )
 
@@ -81,6 +82,7 @@ __all__ = [
     "Thp",
     "Toolkit",
     "TorchImport",
+    "TrainingEnv",
     "UserLibs",
     "UserLimits",
     "probe_ids",
@@ -123,6 +125,7 @@ ALL: tuple[type[Resource], ...] = (
     UserLibs,
     PythonPackages,
     TorchImport,
+    TrainingEnv,
 )
 
 
@@ -298,3 +301,8 @@ class Host(HostBase):
     def torch_import(self) -> TorchImport:
         """The torch_npu import."""
         return self.resource(TorchImport)
+
+    @property
+    def training_env(self) -> TrainingEnv:
+        """What the training job imports, and ascend-ready's version."""
+        return self.resource(TrainingEnv)

@@ -28,6 +28,7 @@ __all__ = [
     "SetEnv",
     "Toolkit",
     "TorchImport",
+    "TrainingEnv",
     "UserLibs",
 ]
 
@@ -64,6 +65,29 @@ _TORCH_IMPORT = (
     "import torch, torch_npu; n = torch_npu.npu; print('torch', torch.__version__); "
     "print('torch_npu', torch_npu.__version__); print('npu_available', n.is_available()); "
     "print('device_count', n.device_count() if hasattr(n, 'device_count') else 'unknown')"
+)
+
+
+#: What the training job imports (training/; ascend-ready's train extra, torch_npu on NPUs): found on the
+#: interpreter's path without importing them (find_spec: milliseconds, where importing transformers takes
+#: seconds), then ascend_ready itself, whose package is import-free, for its version. Python 3.6+ stdlib.
+TRAINING_MODULES = ("ascend_ready", "torch", "torch_npu", "transformers", "trl", "accelerate", "peft",
+                    "datasets", "tensorboard", "matplotlib")
+_TRAINING_ENV = (
+    "import sys\n"
+    "from importlib.util import find_spec\n"
+    "print('executable ' + sys.executable)\n"
+    f"for name in {TRAINING_MODULES!r}:\n"
+    "    try:\n"
+    "        found = find_spec(name) is not None\n"
+    "    except (ImportError, ValueError):\n"
+    "        found = False\n"
+    "    print('module %s %s' % (name, 'found' if found else 'missing'))\n"
+    "try:\n"
+    "    import ascend_ready\n"
+    "    print('ascend_ready ' + ascend_ready.__version__)\n"
+    "except Exception as exc:\n"
+    "    print('ascend_ready - %s: %s' % (type(exc).__name__, ' '.join(str(exc).split())))\n"
 )
 
 
@@ -158,25 +182,28 @@ def USER_LIBS(profile: HardwareProfile) -> dict:
     }
 
 
+def _in_training_env(profile: HardwareProfile, code: str, description: str, **extra) -> dict:
+    """A probe running `code` with the training interpreter, as the training user, in the background."""
+    return {**_python(profile.python, code), "as_user": True, "background": True, "description": description,
+            **extra}
+
+
 @profile_probe("python-packages")
 def PYTHON_PACKAGES(profile: HardwareProfile) -> dict:
-    return {
-        **_python(profile.python, _PY_PACKAGES),
-        "as_user": True,
-        "background": True,
-        "description": "the training Python's version and installed distributions with wheel tags",
-    }
+    return _in_training_env(profile, _PY_PACKAGES,
+                            "the training Python's version and installed distributions with wheel tags")
 
 
 @profile_probe("torch-import")
 def TORCH_IMPORT(profile: HardwareProfile) -> dict:
-    return {
-        **_python(profile.python, _TORCH_IMPORT),
-        "as_user": True,
-        "background": True,
-        "timeout_s": 120,
-        "description": "import torch_npu in the training env (full tier)",
-    }
+    return _in_training_env(profile, _TORCH_IMPORT, "import torch_npu in the training env (full tier)",
+                            timeout_s=120)
+
+
+@profile_probe("training-env")
+def TRAINING_ENV(profile: HardwareProfile) -> dict:
+    return _in_training_env(profile, _TRAINING_ENV,
+                            "the training interpreter, the modules the job imports, ascend-ready's version")
 
 
 class DriverVersion(Resource):
@@ -269,3 +296,14 @@ class TorchImport(Resource):
     @cached_property
     def result(self) -> parsed.TorchImportOutput:
         return parsed.parse_torch_import(self.text)
+
+
+class TrainingEnv(Resource):
+    """The training interpreter as the job meets it: its path, which of the job's modules it finds, and
+    the version of ascend-ready it imports."""
+
+    probes = (TRAINING_ENV,)
+
+    @cached_property
+    def env(self) -> parsed.TrainingEnvOutput:
+        return parsed.parse_training_env(self.host.stdout("training-env"))

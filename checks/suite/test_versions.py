@@ -3,6 +3,7 @@ training user's environment finds it."""
 
 from __future__ import annotations
 
+from ascend_ready import __version__
 from ascend_ready.checks.registry import check, evidence
 from ascend_ready.checks.remediation import PLAYBOOK
 from ascend_ready.checks.resources import (
@@ -14,6 +15,7 @@ from ascend_ready.checks.resources import (
     SetEnv,
     Toolkit,
     TorchImport,
+    TrainingEnv,
     UserLibs,
 )
 from ascend_ready.checks.resources.stack import installed_stack
@@ -120,3 +122,32 @@ def test_torch_npu_import(host):
     chips = len(host.npu_smi.chips)
     count = "an unknown number of" if result.device_count is None else result.device_count
     assert result.device_count == chips, f"torch_npu sees {count} device(s), npu-smi lists {chips}"
+
+
+@check(
+    "versions.training_env",
+    title="the training venv imports ascend-ready of the controller's version and what the job needs",
+    severity="critical",
+    reads=[TrainingEnv],
+    fix=(
+        "Provision the training venv: python_env installs ascend-ready[train] of the controller's version "
+        "(python_env_training, on by default; the wheels are listed by `ascend-matrix packages`)"
+    ),
+    command=_REINSTALL + " --tags python_env",
+)
+def test_training_env(host):
+    env = host.training_env.env
+    evidence(
+        f"interpreter: {env.executable}",
+        *(f"{name}: {'found' if found else 'missing'}" for name, found in env.modules.items()),
+        f"ascend_ready: {env.ascend_ready or 'cannot import (' + (env.ascend_ready_error or '?') + ')'}",
+    )
+    missing = [name for name, found in env.modules.items() if not found]
+    assert not missing, f"{env.executable} cannot import {', '.join(missing)}"
+    assert env.ascend_ready is not None, (
+        f"{env.executable} cannot import ascend_ready: {env.ascend_ready_error}"
+    )
+    assert env.ascend_ready == __version__, (
+        f"{env.executable} has ascend-ready {env.ascend_ready}, this controller {__version__}: "
+        "the job would run other code than the one that judged it"
+    )

@@ -2,25 +2,35 @@
 wheel, the standalone CPython archive old OSes need (from a local CPython, cached) and SHA256SUMS, named
 exactly as provision/matrix.yml resolves them (one source of truth).
 
+With --training, also what python_env installs for the training job (`ascend-matrix packages` lists it):
+ascend-ready's own wheel built from this checkout, its training dependencies for this machine's Python
+(pip download, cached), and this machine's CPU torch in place of the stand-in, under the stack's torch
+version (sim.packages.wheels.relabel_wheel): simulated nodes train on CPU.
+
 Usage: python -m ascend_ready.sim.harness.build_packages DEST --stack ID [--stack ID ...] [--arch x86_64]
+       [--training]
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 from ascend_ready.errors import SimError
 from ascend_ready.provision import matrix as mx
 from ascend_ready.provision import resolver as rv
-from ascend_ready.provision.packages import write_manifest
-from ascend_ready.sim.packages import build_package_dir, package_names, standalone_python
+from ascend_ready.provision.packages import training_requirements, write_manifest
+from ascend_ready.sim.base import cache_root
+from ascend_ready.sim.packages import build_package_dir, package_names, standalone_python, wheels
 from ascend_ready.sim.packages.builder import Stack
 
 PRODUCTS = ("910b", "910_93")
@@ -59,11 +69,100 @@ def _python_builds(dest: Path, m: mx.Matrix, stack_ids: list[str], arch: str) ->
             print(f"build_packages: {build.file} left out: {exc} ({exc.hint})", file=sys.stderr)
 
 
-def build(dest: Path, stack_ids: list[str], arch: str) -> Path:
-    """Write the package source for the given matrix stack ids into dest (replacing its contents)."""
+def _wheel_cache() -> Path:
+    return cache_root() / "wheels"
+
+
+def _run_pip(args: list[str], what: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-3:]
+        raise SimError(f"pip could not {what}: {' / '.join(tail)}",
+                       hint="the training wheels come from the package index pip is configured with "
+                            "(and the CPU torch from its find-links); check that it is reachable")
+
+
+def _training_dependencies(torch: str) -> list[Path]:
+    """The training job's dependencies for this Python and machine, with the CPU torch `torch` (its exact
+    local version: no index holds a CUDA build under it), downloaded once per requirement list into the
+    simulator's cache (`pip download` a second time would ask the index again)."""
+    reqs = [f"torch=={torch}", *training_requirements()[1:]]
+    recipe = json.dumps([sys.version_info[:2], os.uname().machine, reqs])
+    key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
+    cached = _wheel_cache() / f"train-{key}"
+    done = cached / ".complete"
+    if not done.is_file():
+        cached.mkdir(parents=True, exist_ok=True)
+        _run_pip(["download", "-q", "--only-binary=:all:", "--dest", str(cached), *reqs],
+                 "download the training dependencies")
+        done.write_text("\n".join(reqs) + "\n")
+    return sorted(cached.glob("*.whl"))
+
+
+def _own_wheel(dest: Path) -> Path:
+    """ascend-ready's wheel, built from this checkout (what `pip wheel --no-deps .` makes)."""
+    checkout = Path(__file__).resolve().parents[2]
+    if not (checkout / "pyproject.toml").is_file():
+        raise SimError(f"{checkout} is not an ascend-ready checkout: no pyproject.toml to build a wheel from",
+                       hint="run the simulator from a checkout (pip install -e .)")
+    with tempfile.TemporaryDirectory() as tmp:
+        # from a copy: setuptools builds in the source tree (build/, *.egg-info), which is the user's
+        source = Path(tmp) / "src"
+        shutil.copytree(checkout, source, ignore=shutil.ignore_patterns(
+            ".*", "build", "runs", "*.egg-info", "__pycache__", "node_modules"))
+        _run_pip(["wheel", "-q", "--no-deps", "--no-build-isolation", "--wheel-dir", tmp, str(source)],
+                 f"build ascend-ready's wheel from {checkout}")
+        built = next(Path(tmp).glob("ascend_ready-*.whl"))
+        shutil.copy2(built, dest / built.name)
+        return dest / built.name
+
+
+def _place(wheel: Path, wheelhouse: Path) -> None:
+    """A cached wheel into the wheelhouse: a hard link where the file systems allow (hundreds of MB)."""
+    target = wheelhouse / wheel.name
+    target.unlink(missing_ok=True)
+    try:
+        os.link(wheel, target)
+    except OSError:
+        shutil.copy2(wheel, target)
+
+
+def training_wheels(wheelhouse: Path, stacks: list[Stack]) -> None:
+    """What python_env installs for the training job, for this machine's Python: ascend-ready's wheel,
+    its dependencies, and the real CPU torch relabelled as each stack's torch (nodes train on CPU)."""
+    from importlib import metadata
+
+    torch = metadata.version("torch")
+    if "+cpu" not in torch and os.uname().machine == "x86_64":
+        raise SimError(f"this Python's torch is {torch}, not a CPU build: simulated nodes train on CPU",
+                       hint="make venv installs the CPU build (torch==X+cpu)")
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    _own_wheel(wheelhouse)
+    real_torch = None
+    for wheel in _training_dependencies(torch):
+        if wheel.name.startswith(f"torch-{torch}-"):
+            real_torch = wheel
+        else:
+            _place(wheel, wheelhouse)
+    if real_torch is None:
+        raise SimError(f"pip download did not fetch torch {torch}", hint="check pip's find-links")
+    for version in sorted({s.torch for s in stacks}):
+        label = f"{version}+cpu" if "+cpu" in torch else version
+        cached = _wheel_cache() / "relabelled" / real_torch.name.replace(f"-{torch}-", f"-{label}-", 1)
+        if not cached.is_file():
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=cached.parent) as tmp:
+                os.replace(wheels.relabel_wheel(real_torch, Path(tmp), label), cached)
+        _place(cached, wheelhouse)
+
+
+def build(dest: Path, stack_ids: list[str], arch: str, training: bool = False) -> Path:
+    """Write the package source for the given matrix stack ids into dest (replacing its contents);
+    `training`: with the training job's wheels (training_wheels)."""
     m = mx.load_matrix()
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
+    stacks: list[Stack] = []
     for stack_id in stack_ids:
         row = next(s for s in m.stacks if s.id == stack_id)
         for product in PRODUCTS:
@@ -71,6 +170,7 @@ def build(dest: Path, stack_ids: list[str], arch: str) -> Path:
                 resolved = rv.resolve(m, cann=row.cann, torch=row.torch, product=product, arch=arch)
             except mx.MatrixError:
                 continue  # this CANN has no recorded HDK for that product
+            stacks.append(_stack(resolved))
             scratch = dest / f".build-{product}"
             build_package_dir(scratch, [_stack(resolved)], arch=arch, products=(product,))
             # package_names formats the matrix's own templates: the files are what resolve() names
@@ -81,6 +181,8 @@ def build(dest: Path, stack_ids: list[str], arch: str) -> Path:
                 os.replace(wheel, dest / "wheelhouse" / wheel.name)
             shutil.rmtree(scratch)
     _pip_wheel(dest / "wheelhouse")
+    if training:
+        training_wheels(dest / "wheelhouse", stacks)
     _python_builds(dest, m, stack_ids, arch)
     write_manifest(dest)
     return dest
@@ -91,8 +193,10 @@ def main() -> None:
     parser.add_argument("dest", type=Path)
     parser.add_argument("--stack", action="append", required=True, help="matrix stack id (repeatable)")
     parser.add_argument("--arch", default=os.uname().machine, choices=mx.ARCHES)
+    parser.add_argument("--training", action="store_true",
+                        help="with ascend-ready's wheel and the training job's (this Python, CPU torch)")
     args = parser.parse_args()
-    out = build(args.dest, args.stack, args.arch)
+    out = build(args.dest, args.stack, args.arch, training=args.training)
     print(out)
 
 

@@ -123,8 +123,10 @@ def run_dir_default() -> Path:
 
 
 def group_vars(packages: Path, stack: str, *, run_dir: Path | None = None,
-               os_prereqs_repo: str | None = None) -> dict:
-    """Group vars of the simulated fleet; `os_prereqs_repo`: the apt source the play installs from."""
+               os_prereqs_repo: str | None = None, training: bool = False) -> dict:
+    """Group vars of the simulated fleet; `os_prereqs_repo`: the apt source the play installs from;
+    `training`: python_env installs ascend-ready and the training job's dependencies too (the package
+    source was built with them: build_packages --training), else torch and torch_npu only."""
     skips = sim_cannot_pass(run_dir or run_dir_default(), os_prereqs_repo=os_prereqs_repo)
     extra = {} if os_prereqs_repo is None else {"os_prereqs_repo": os_prereqs_repo}
     return {"ascend_training_user": "ascend", "stack_id": stack, "stack_package_source": str(packages),
@@ -134,6 +136,7 @@ def group_vars(packages: Path, stack: str, *, run_dir: Path | None = None,
             # the simulator's wheelhouse holds torch, torch_npu and pip; CANN's other Python
             # dependencies come from an index or a full wheelhouse on real fleets
             "python_env_cann_requirements": [],
+            "python_env_training": training,
             "validate_skip": sorted(skips),
             # why each is skipped (read by people: the validate role only takes the ids)
             "ascend_sim_validate_skip_reasons": skips, **extra}
@@ -150,14 +153,14 @@ def host_vars(nodes: list[dict]) -> dict[str, dict]:
 
 
 def write_inventory(run_dir: Path, out: Path, packages: Path, stack: str, *,
-                    os_prereqs_repo: str | None = None) -> Path:
+                    os_prereqs_repo: str | None = None, training: bool = False) -> Path:
     """out/hosts.ini (the simulator's inventory), out/group_vars/, out/host_vars/; returns hosts.ini."""
     nodes = json.loads((run_dir / "cluster.json").read_text())["nodes"]
     shutil.rmtree(out, ignore_errors=True)
     (out / "group_vars").mkdir(parents=True)
     (out / "host_vars").mkdir()
     shutil.copy(run_dir / "inventory.ini", out / "hosts.ini")
-    values = group_vars(packages, stack, run_dir=run_dir, os_prereqs_repo=os_prereqs_repo)
+    values = group_vars(packages, stack, run_dir=run_dir, os_prereqs_repo=os_prereqs_repo, training=training)
     (out / "group_vars" / "ascend_nodes.yml").write_text(yaml.safe_dump(values))
     for name, values in host_vars(nodes).items():
         (out / "host_vars" / f"{name}.yml").write_text(yaml.safe_dump(values))
@@ -195,11 +198,13 @@ def main() -> None:
                         default=Path(os.environ.get("ASCEND_SIM_RUN_DIR", "/run/ascend-sim")))
     parser.add_argument("--no-net-tools", action="store_true", help="leave ifconfig to the os_prereqs role")
     parser.add_argument("--os-prereqs-repo", help="apt source line of a mirror the nodes reach (apt_mirror)")
+    parser.add_argument("--training", action="store_true",
+                        help="install ascend-ready and the training job's wheels (build_packages --training)")
     args = parser.parse_args()
     if not args.no_net_tools:
         preinstall_net_tools(args.run_dir)
     print(write_inventory(args.run_dir, args.out, args.packages.resolve(), args.stack,
-                          os_prereqs_repo=args.os_prereqs_repo))
+                          os_prereqs_repo=args.os_prereqs_repo, training=args.training))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Stand-in `torch` and `torch_npu` wheels for the simulator's local wheelhouse.
 
 Pure-Python, a few kB each, but tagged like the real binary wheels (cp3X-cp3X[m]-manylinux_2_NN_<arch>)
-so pip's tag matching and a glibc-floor check behave as they do with the real ones.
+so pip's tag matching and a glibc-floor check behave as they do with the real ones. Nodes that train get
+the real CPU torch instead, under the stack's version (relabel_wheel): the simulator's choice, since a
+simulated node trains on CPU and only one CPU torch build is at hand (docs/design/simulator.md).
 """
 
 from __future__ import annotations
@@ -91,6 +93,42 @@ def build_wheel(dest: Path, name: str, version: str, python: str, glibc: str, ar
     return path
 
 
+def relabel_wheel(src: Path, dest: Path, version: str) -> Path:
+    """A copy of the wheel `src` into directory `dest` whose distribution version is `version` (file name,
+    .dist-info directory, METADATA and RECORD); its modules are untouched, so the code still tells its
+    own version at run time (torch.__version__). How the simulator offers its one real CPU torch under a
+    stack's pinned torch version: pip, the package check and the fingerprint see the pin."""
+    parts = src.name[:-4].split("-")
+    if len(parts) < 5 or not src.name.endswith(".whl"):
+        raise ConfigError(f"{src}: not a wheel file name (dist-version-py-abi-plat.whl)")
+    dist, old = parts[0], parts[1]
+    old_info, new_info = f"{dist}-{old}.dist-info/", f"{dist}-{version}.dist-info/"
+    out = dest / ("-".join([dist, version, *parts[2:]]) + ".whl")
+    part = out.with_suffix(".part")
+    record: list[str] = []
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(part, "w", compression=zipfile.ZIP_DEFLATED,
+                                                      compresslevel=1) as zout:
+        for info in zin.infolist():
+            name = info.filename
+            if name == f"{old_info}RECORD":
+                continue
+            data = zin.read(info)
+            if name.startswith(old_info):
+                name = new_info + name[len(old_info):]
+                if name == f"{new_info}METADATA":
+                    data = re.sub(rb"^Version: .*$", f"Version: {version}".encode(), data, count=1,
+                                  flags=re.MULTILINE)
+            copied = zipfile.ZipInfo(name, info.date_time)
+            copied.external_attr = info.external_attr
+            copied.compress_type = zipfile.ZIP_DEFLATED
+            zout.writestr(copied, data, compresslevel=1)
+            record.append(f"{name},{_record_hash(data)},{len(data)}")
+        record.append(f"{new_info}RECORD,,")
+        zout.writestr(zipfile.ZipInfo(f"{new_info}RECORD", _ZIP_DATE), "\n".join(record) + "\n")
+    part.replace(out)
+    return out
+
+
 def torch_files(version: str) -> dict[str, str]:
     """A `torch` that imports and tells its version, nothing more."""
     return {
@@ -112,7 +150,9 @@ def _base(version: str) -> str:
 def torch_npu_files(version: str) -> dict[str, str]:
     """A `torch_npu` that fails on import like the real one when torch or the CANN environment is wrong.
 
-    - torch of another major.minor.patch: the real extension fails to link against libtorch;
+    - torch of another major.minor.patch: the real extension fails to link against libtorch (the installed
+      torch distribution's version, which relabel_wheel sets, from the .dist-info beside the torch package
+      imported; torch.__version__ where there is none);
     - no libhccl.so on LD_LIBRARY_PATH (CANN set_env.sh not sourced): `from torch_npu import _C` fails
       with the loader's message (sample error_torch-npu_libhccl-not-found). ASCEND_SIM_FSROOT, set only by
       tests that install into a scratch root, is prefixed to the searched directories (and to /dev);
@@ -136,15 +176,32 @@ def torch_npu_files(version: str) -> dict[str, str]:
         "    return '.'.join(v.split('+')[0].split('.')[:3])\n"
         "\n"
         "\n"
-        "if _torch_base(torch.__version__) != _TORCH_BASE:\n"
+        "def _installed_torch():\n"
+        "    # the distribution beside the torch package imported (its .dist-info), else what it says\n"
+        "    site = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))\n"
+        "    for entry in sorted(os.listdir(site)):\n"
+        "        if entry.startswith('torch-') and entry.endswith('.dist-info'):\n"
+        "            return entry[len('torch-'):-len('.dist-info')]\n"
+        "    return torch.__version__\n"
+        "\n"
+        "\n"
+        "_TORCH = _installed_torch()\n"
+        "\n"
+        "if _torch_base(_TORCH) != _TORCH_BASE:\n"
         "    _lib = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'lib', 'libtorch_npu.so')\n"
         "    raise ImportError(_lib + ': undefined symbol: _ZN3c1010TensorImpl15set_storage_offsetEl'\n"
         "                      ' (torch_npu ' + __version__ + ' is built for torch ' + _TORCH_BASE\n"
-        "                      + ', found torch ' + torch.__version__ + ')')\n"
+        "                      + ', found torch ' + _TORCH + ')')\n"
         "\n"
         "import torch_npu.npu  # noqa: E402\n"
         "\n"
         "torch.npu = torch_npu.npu  # the real torch_npu registers its device module as torch.npu\n"
+        "\n"
+        "\n"
+        "def npu_fusion_attention(*args, **kwargs):\n"
+        "    # the real torch_npu's fused attention op, which transformers imports wherever torch_npu is\n"
+        "    # installed (transformers/integrations/npu_flash_attention.py); a CPU job never calls it\n"
+        "    raise RuntimeError('npu_fusion_attention: the simulator stand-in computes nothing')\n"
     )
     npu = (
         "import os\n"
@@ -187,6 +244,48 @@ def torch_npu_files(version: str) -> dict[str, str]:
         "\n"
         "def is_available():\n"
         "    return device_count() > 0\n"
+        "\n"
+        "\n"
+        "# The device-state calls libraries make wherever torch_npu is importable, even for a job that runs\n"
+        "# on CPU (transformers' set_seed, accelerate's clear_device_cache, the Trainer's RNG checkpoint):\n"
+        "# no NPU state is kept here, so each leaves nothing to set or read.\n"
+        "def manual_seed(seed):\n"
+        "    pass\n"
+        "\n"
+        "\n"
+        "manual_seed_all = seed = seed_all = manual_seed\n"
+        "\n"
+        "\n"
+        "def empty_cache():\n"
+        "    pass\n"
+        "\n"
+        "\n"
+        "synchronize = empty_cache\n"
+        "\n"
+        "\n"
+        "def get_rng_state_all():\n"
+        "    return []\n"
+        "\n"
+        "\n"
+        "def set_rng_state_all(states):\n"
+        "    pass\n"
+        "\n"
+        "\n"
+        "def get_rng_state(device='npu'):\n"
+        "    import torch\n"
+        "    return torch.ByteTensor()  # the Trainer saves it with torch.save\n"
+        "\n"
+        "\n"
+        "def set_rng_state(state, device='npu'):\n"
+        "    pass\n"
+        "\n"
+        "\n"
+        "class random:  # torch.npu.random.get_rng_state(), as the real module offers it\n"
+        "    get_rng_state_all = staticmethod(get_rng_state_all)\n"
+        "    set_rng_state_all = staticmethod(set_rng_state_all)\n"
+        "    get_rng_state = staticmethod(get_rng_state)\n"
+        "    set_rng_state = staticmethod(set_rng_state)\n"
+        "    manual_seed_all = staticmethod(manual_seed)\n"
     )
     utils = "from torch_npu import _C  # noqa: F401\n\n\ndef _should_print_warning():\n    return False\n"
     c_ext = (

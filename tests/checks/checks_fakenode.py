@@ -153,18 +153,38 @@ def device_ips(state: dict) -> dict[int, dict[str, str]]:
     return out
 
 
+def stand_ins(site: Path) -> None:
+    """The simulator's stand-in torch and torch_npu packages of STACK under `site`."""
+    from ascend_ready.sim.packages.wheels import torch_files, torch_npu_files
+
+    for rel, text in {**torch_files(STACK.torch), **torch_npu_files(STACK.torch_npu)}.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+
+
+@cache
+def training_env_output() -> str:
+    """What the training-env probe prints in this checkout's venv (ascend-ready and its train extra) with
+    the stand-in torch_npu beside it, as in a node venv python_env built (the probe's own code, run here)."""
+    from ascend_ready.checks.resources.versions import _TRAINING_ENV
+
+    with tempfile.TemporaryDirectory() as tmp:
+        stand_ins(Path(tmp))
+        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": tmp}
+        return subprocess.run(
+            [sys.executable, "-c", _TRAINING_ENV], env=env, capture_output=True, text=True, check=True
+        ).stdout
+
+
 @cache
 def torch_import_output(chips: int) -> str:
     """What the torch-import probe prints with the simulator's stand-in torch/torch_npu wheels on a
     node with `chips` /dev/davinciN (the probe's own code, run here against those packages)."""
     from ascend_ready.checks.resources.versions import _TORCH_IMPORT
-    from ascend_ready.sim.packages.wheels import torch_files, torch_npu_files
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for rel, text in {**torch_files(STACK.torch), **torch_npu_files(STACK.torch_npu)}.items():
-            (root / "site" / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / "site" / rel).write_text(text)
+        stand_ins(root / "site")
         (root / "fs/dev").mkdir(parents=True)
         for name in ("davinci_manager", "devmm_svm", "hisi_hdc", *(f"davinci{i}" for i in range(chips))):
             (root / "fs/dev" / name).touch()
@@ -308,6 +328,7 @@ def fake_host(
     for pid, text in {**HEALTHY_OS, **_versions()}.items():
         put(pid, text)
     put("torch-import", torch_import_output(len(logic)))
+    put("training-env", training_env_output())
     probes["toolkit-version"].stderr = "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info\n"
     for pid, value in (outputs or {}).items():
         if isinstance(value, ProbeResult):

@@ -33,6 +33,7 @@ PARSERS = {
     "user-libs": (cann_python.parse_user_libs, "versions.user_libs"),
     "set-env": (cann_python.parse_set_env, "versions.set_env"),
     "torch-import": (cann_python.parse_torch_import, "versions.torch_npu_import"),
+    "training-env": (cann_python.parse_training_env, "versions.training_env"),
 }
 
 

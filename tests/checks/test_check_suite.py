@@ -3,8 +3,19 @@ including real captured samples; probe timeouts and parse errors are errors, nev
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
-from checks_fakenode import A2_TOPO, A3_TOPO, fake_host, real_topo_legend, render_topo, torch_import_output
+from checks_fakenode import (
+    A2_TOPO,
+    A3_TOPO,
+    fake_host,
+    real_topo_legend,
+    render_topo,
+    stand_ins,
+    torch_import_output,
+)
 
 from ascend_ready.checks.parsers.npu_smi_topo import parse_npu_smi_topo
 from ascend_ready.checks.profile import load_profile
@@ -532,6 +543,38 @@ def test_versions_user_libs():
     r = only("versions.user_libs", fake_host(outputs={"user-libs": libs}))
     assert r.status == "fail"
     assert r.message == "root's LD_LIBRARY_PATH does not find libascendcl.so, libhccl.so"
+
+
+def _training_env_probe(*python_args: str, pythonpath: str | None = None) -> str:
+    """What the training-env probe really prints, run by this interpreter with `python_args`."""
+    from ascend_ready.checks.resources.versions import _TRAINING_ENV
+
+    env = {"PATH": "/usr/bin:/bin", **({"PYTHONPATH": pythonpath} if pythonpath else {})}
+    argv = [sys.executable, *python_args, "-c", _TRAINING_ENV]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_versions_training_env(tmp_path):
+    from ascend_ready import __version__
+
+    r = only("versions.training_env", fake_host())
+    assert r.status == "pass", r.message
+    # -S: no site-packages, as in a venv python_env built without ascend-ready (issue 18)
+    r = only("versions.training_env", fake_host(outputs={"training-env": _training_env_probe("-S")}))
+    assert r.status == "fail"
+    assert "cannot import ascend_ready, torch, torch_npu, transformers, trl" in r.message
+    assert "ascend_ready: cannot import (ModuleNotFoundError: No module named 'ascend_ready')" in r.evidence
+    # another version of ascend-ready in the venv: refused naming both
+    (tmp_path / "ascend_ready").mkdir()
+    (tmp_path / "ascend_ready" / "__init__.py").write_text('__version__ = "0.0.9"\n')
+    stand_ins(tmp_path / "stand-ins")
+    text = _training_env_probe(pythonpath=f"{tmp_path}:{tmp_path / 'stand-ins'}")
+    r = only("versions.training_env", fake_host(outputs={"training-env": text}))
+    assert r.status == "fail" and f"has ascend-ready 0.0.9, this controller {__version__}" in r.message
+    # no interpreter at all (the probe's shell says so): not judged, never a pass
+    missing = ProbeResult(command="sh", rc=127, stdout="",
+                          stderr="ascend-check: no interpreter /home/ascend/venvs/x/bin/python\n")
+    assert only("versions.training_env", fake_host(outputs={"training-env": missing})).status == "error"
 
 
 def test_versions_torch_npu_import():

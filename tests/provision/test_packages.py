@@ -16,6 +16,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from ascend_ready import __version__
 from ascend_ready.errors import ConfigError, MatrixError
 from ascend_ready.provision import matrix as mx
 from ascend_ready.provision import packages as pk
@@ -27,15 +28,15 @@ PLAYBOOKS = REPO / "playbooks"
 STACK = "cann-8.2.RC1-torch-2.5.1"
 
 
-def _lookup():
-    path = PLAYBOOKS / "plugins" / "lookup" / "ascend_packages.py"
-    spec = importlib.util.spec_from_file_location("h8_lookup_ascend_packages", path)
+def _plugin(kind: str, name: str):
+    path = PLAYBOOKS / "plugins" / kind / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"h8_{kind}_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-lookup = _lookup()
+lookup = _plugin("lookup", "ascend_packages")
 
 
 def run(*args: str):
@@ -74,12 +75,36 @@ def test_a2_plan_on_kylin_names_the_hdk_zip_the_wheels_and_the_download_command(
                                                       "python"]
     reqs = [w.requirement for w in plan.wheels]
     assert reqs[:3] == ["pip", "torch==2.5.1", "torch_npu==2.5.1.post1"]
-    assert reqs[3:] == list(pk.CANN_PYTHON_REQUIREMENTS)
+    cann = len(pk.CANN_PYTHON_REQUIREMENTS)
+    assert reqs[3:3 + cann] == list(pk.CANN_PYTHON_REQUIREMENTS)
+    assert reqs[3 + cann:] == pk.training_requirements()  # ascend-ready of this version, then the job's
+    assert plan.wheels[3 + cann].file == f"wheelhouse/ascend_ready-{__version__}-py3-none-any.whl"
     assert plan.wheels[1].file == "wheelhouse/torch-2.5.1-cp311-cp311-*_aarch64.whl"
     argv = plan.pip_download
     assert argv[:4] == ["pip", "download", "--dest", "wheelhouse"]
     assert "--python-version" in argv and argv[argv.index("--python-version") + 1] == "3.11"
     assert "manylinux2014_aarch64" in argv and "--extra-index-url" not in argv
+    # the index has no ascend-ready of an unreleased version: its wheel is built (a note says how)
+    assert "transformers>=4.56.2" in argv and f"ascend-ready=={__version__}" not in argv
+    assert any("pip wheel --no-deps --wheel-dir wheelhouse ." in n for n in plan.notes)
+
+
+def test_training_requirements_are_this_version_and_what_pyproject_declares():
+    """One source of truth: the project's own requirements and its train extra (pyproject.toml), torch
+    left to the stack's pin; python_env's filter installs the same with the extra named."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    reqs = pk.training_requirements()
+    assert reqs[0] == f"ascend-ready=={__version__}"
+    declared = project["dependencies"] + project["optional-dependencies"]["train"]
+    names = [pk._requirement_name(r).lower() for r in reqs[1:]]
+    assert "torch" not in names and "transformers" in names and "trl" in names and "pydantic" in names
+    assert sorted(names) == sorted(pk._requirement_name(r).lower() for r in declared
+                                   if pk._requirement_name(r) != "torch")
+    filters = _plugin("filter", "ascend")
+    assert filters.training_requirements(True) == [f"ascend-ready[train]=={__version__}", *reqs[1:]]
+    assert filters.training_requirements(False) == []
 
 
 def test_x86_takes_the_cpu_torch_and_python_313_a_numpy_2():
@@ -185,15 +210,22 @@ def test_the_simulators_package_directory_holds_what_the_list_names(tmp_path):
     sums = (src / "SHA256SUMS").read_text()
     pk.write_manifest(src)  # the product's manifest writer agrees with the simulator's, byte for byte
     assert (src / "SHA256SUMS").read_text() == sums
-    terms = lookup.stack_terms(stack, requirements=[])
+    terms = lookup.stack_terms(stack, requirements=[], training=False)
     files, problems = lookup.check(terms, str(src), cache_file=str(tmp_path / "c.json"), arch="aarch64")
     assert problems == []
     assert set(stack["packages"].values()) <= set(files)
     # without the CANN list override, every missing CANN dependency is named in the same run
-    files, problems = lookup.check(lookup.stack_terms(stack), str(src), cache_file=str(tmp_path / "c.json"),
-                                   arch="aarch64")
+    files, problems = lookup.check(lookup.stack_terms(stack, training=False), str(src),
+                                   cache_file=str(tmp_path / "c.json"), arch="aarch64")
     assert len(problems) == len(pk.CANN_PYTHON_REQUIREMENTS)
     assert any("no numpy>=1.19.2,<2.0 wheel for any Python on aarch64" in p for p in problems)
+    # a source built without the training wheels (build_packages without --training) is refused for a
+    # python_env that installs them (its default), naming ascend-ready's own wheel first
+    files, problems = lookup.check(lookup.stack_terms(stack, requirements=[]), str(src),
+                                   cache_file=str(tmp_path / "c.json"), arch="aarch64")
+    assert len(problems) == len(pk.training_requirements())
+    assert problems[0].startswith(f"no ascend-ready {__version__} wheel for any Python on aarch64")
+    assert any(p.startswith("no transformers>=4.56.2 wheel") for p in problems)
 
 
 def test_one_check_names_the_missing_and_the_corrupt_file_with_their_checksums(tmp_path):
@@ -203,7 +235,7 @@ def test_one_check_names_the_missing_and_the_corrupt_file_with_their_checksums(t
     (src / driver).unlink()
     with open(src / toolkit, "ab") as fh:
         fh.write(b"\0")
-    terms = lookup.stack_terms(stack, requirements=[])
+    terms = lookup.stack_terms(stack, requirements=[], training=False)
     files, problems = lookup.check(terms, str(src), cache_file=str(tmp_path / "c.json"), arch="aarch64")
     assert len(problems) == 2, problems
     assert f"package {driver} is missing from {src} (SHA256SUMS expects sha256 {sums[driver]})" in problems[0]
@@ -231,7 +263,7 @@ def test_the_stack_roles_assert_lists_every_problem_in_one_run(tmp_path):
     extra = tmp_path / "extra.json"
     extra.write_text(json.dumps({
         "_stack_plans": {"localhost": {"os": "debian12", "stack": stack}},
-        "stack_package_source": str(src), "python_env_cann_requirements": [],
+        "stack_package_source": str(src), "python_env_cann_requirements": [], "python_env_training": False,
     }))
     env = dict(os.environ, ANSIBLE_CONFIG=str(PLAYBOOKS / "ansible.cfg"),
                ANSIBLE_ROLES_PATH=str(PLAYBOOKS / "roles"),

@@ -221,3 +221,18 @@ def test_a_mount_point_keeps_the_mode_of_the_nodes_own_directories(tmp_path):
     assert (upper / "tmp" / "ci").stat().st_mode & 0o7777 != 0o1777  # not in the base: a plain directory
     mount_point(upper, lower, "/root/.pyenv/versions/3.11.7")
     assert (upper / "root").stat().st_mode & 0o7777 == 0o700
+
+
+def test_the_checkout_is_lent_to_nodes_only_on_request(monkeypatch):
+    """A job runs in the venv python_env built on each node, as on a real rack (issue 18): the controller's
+    checkout and .venv go to the nodes only where ASCEND_SIM_LEND_CHECKOUT=1 asks (the simulator's tests)."""
+    from ascend_ready.sim import cluster as sim
+
+    monkeypatch.delenv("ASCEND_SIM_LEND_CHECKOUT", raising=False)
+    monkeypatch.delenv("ASCEND_SIM_SHARED_FS", raising=False)
+    assert sim.shared_fs_enabled() and sim.shared_checkout() == []
+    monkeypatch.setenv("ASCEND_SIM_LEND_CHECKOUT", "1")
+    lent = sim.shared_checkout()
+    assert lent and (lent[0] / "pyproject.toml").is_file()
+    monkeypatch.setenv("ASCEND_SIM_SHARED_FS", "0")
+    assert sim.shared_checkout() == []

@@ -114,3 +114,39 @@ def test_torch_npu_sees_the_nodes_davinci_devices(pkgdir, node, tmp_path):
     for dev in node.path("/dev").glob("davinci[0-9]*"):
         dev.unlink()
     assert npus() == "False 0 0 False\n"
+
+
+def test_a_relabelled_torch_is_the_stacks_version_to_pip_and_torch_npu_but_tells_its_own(tmp_path):
+    """How nodes that train get this machine's CPU torch under the stack's pin (build_packages --training):
+    the distribution says the pin, the code still says what it is."""
+    import sys
+    import zipfile
+
+    from ascend_ready.sim.packages import wheels
+
+    real = wheels.build_wheel(tmp_path, "torch", "2.13.0+cpu", "3.11", "2.28", "x86_64",
+                              wheels.torch_files("2.13.0+cpu"), summary="stands for the real CPU torch")
+    (tmp_path / "out").mkdir()
+    relabelled = wheels.relabel_wheel(real, tmp_path / "out", "2.6.0+cpu")
+    assert relabelled.name == real.name.replace("-2.13.0+cpu-", "-2.6.0+cpu-")
+    with zipfile.ZipFile(relabelled) as zf:
+        names = zf.namelist()
+        assert "torch-2.6.0+cpu.dist-info/METADATA" in names and not any("2.13.0" in n for n in names)
+        assert "Version: 2.6.0+cpu\n" in zf.read("torch-2.6.0+cpu.dist-info/METADATA").decode()
+        record = zf.read("torch-2.6.0+cpu.dist-info/RECORD").decode()
+        assert "torch-2.6.0+cpu.dist-info/METADATA,sha256=" in record
+    npu = wheels.build_wheel(tmp_path / "out", "torch_npu", "2.6.0", "3.11", "2.28", "x86_64",
+                             wheels.torch_npu_files("2.6.0"), summary="stand-in")
+    site = tmp_path / "site"
+    res = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                          "--target", str(site), str(relabelled), str(npu)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    libs = tmp_path / "lib"
+    libs.mkdir()
+    for lib in ("libhccl.so", "libascendcl.so"):
+        (libs / lib).touch()
+    code = IMPORT + "; from importlib.metadata import version; print(version('torch'))"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "LD_LIBRARY_PATH": str(libs)}
+    ok = run_py(Path(sys.executable), code, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout == "2.13.0+cpu 2.6.0\n2.6.0+cpu\n"

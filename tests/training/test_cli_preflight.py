@@ -107,7 +107,12 @@ def test_skip_preflight_is_loud_and_trains(tmp_path, ascend_check):
 def test_passing_preflight_checks_the_local_node_and_prints_hccl_env(tmp_path, passing_check):
     result = invoke(tmp_path, passing_check)
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "argv.txt").read_text().split() == ["--format", "json"]
+    # the local node is judged as the job runs: this user, this interpreter (the venv, as the runbook says)
+    import getpass
+    import sys
+
+    assert (tmp_path / "argv.txt").read_text().split() == [
+        "--training-user", getpass.getuser(), "--python", sys.executable, "--format", "json"]
     assert "preflight: passed" in result.stderr
     assert "HCCL_CONNECT_TIMEOUT=1800" in result.stderr and "HCCL_EXEC_TIMEOUT=3600" in result.stderr
     run = tmp_path / "run"

@@ -1,6 +1,7 @@
 """One command trains on two simulated nodes over real SSH (gloo on CPU, the tiny config): GRPO on the shared
 filesystem, PPO from a launch spec with node-local run dirs fetched back, and a worker killed on node02
-that stops the job everywhere, followed by a `--resume` that finishes the run."""
+that stops the job everywhere, followed by a `--resume` that finishes the run. The nodes are provisioned
+by site.yml (sim_support.provisioned_cluster) and the job runs in each node's training venv."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_support import node_run, own_cluster, shared_venv_cluster, wait_for
+from sim_support import NODE_PYTHON, node_run, own_cluster, provisioned_cluster, wait_for
 from training_fakecheck import healthy, write_ascend_check
 
 from ascend_ready.checks.cluster.launchspec import spec_from_report
@@ -24,7 +25,8 @@ from ascend_ready.fleet.inventory import load_inventory
 from ascend_ready.training.checkpoint import checkpoints, read_marker
 from ascend_ready.training.metrics import read_metrics
 
-pytestmark = pytest.mark.sim
+# the first test here provisions the nodes (several minutes on a loaded 2-core machine)
+pytestmark = [pytest.mark.sim, pytest.mark.timeout(2400)]
 
 RUN_DIR, SUBNET = own_cluster("train", 5)  # default /run/ascend-sim-pytest-train, 10.251.200.160/27
 BIN = Path(sys.executable).parent
@@ -39,8 +41,9 @@ WAIVE = [arg for check in TRAINING_CHECKS for arg in ("--waive", check)]
 
 @pytest.fixture(scope="module")
 def cluster(sim_host):
-    """2 A2 nodes with the shared filesystem (this checkout and its .venv, and /shared)."""
-    with shared_venv_cluster(RUN_DIR, SUBNET, 2, "a2-ubuntu2204") as c:
+    """2 A2 nodes provisioned by site.yml with the training environment, and /shared: the job runs in the
+    venv the playbook built on each node (NODE_PYTHON), as on a real rack."""
+    with provisioned_cluster(RUN_DIR, SUBNET, 2, "a2-ubuntu2204") as (c, _inventory):
         yield c
 
 
@@ -51,8 +54,8 @@ def training_processes(cluster, name: str) -> list[str]:
 
 def train(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([str(BIN / "ascend-train"), *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, check=False)
+    return subprocess.run([str(BIN / "ascend-train"), *args, "--python", NODE_PYTHON], capture_output=True,
+                          text=True, env=env, timeout=timeout, check=False)
 
 
 def shared_run(cluster, name: str) -> tuple[Path, str]:
@@ -145,7 +148,8 @@ class Running:
 
     def __init__(self, *args: str):
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        self.proc = subprocess.Popen([str(BIN / "ascend-train"), *args], stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([str(BIN / "ascend-train"), *args, "--python", NODE_PYTHON],
+                                     stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stderr), daemon=True)

@@ -192,6 +192,20 @@ def cann_requirements(requirements, python: str | None = None) -> list[str]:
     return for_python(str(python) if python else None, [str(r) for r in requirements])
 
 
+def training_requirements(enabled) -> list[str]:
+    """What python_env installs for the training job where `enabled` (else nothing): ascend-ready of the
+    controller's version with its train extra, then each requirement it declares (so that the role's
+    unmet-requirement probe judges them one by one), as `ascend-matrix packages` lists them."""
+    if not enabled:
+        return []
+    _need_package()
+    from ascend_ready.provision.packages import PROJECT, TRAINING_EXTRA
+    from ascend_ready.provision.packages import training_requirements as listed
+
+    own, *deps = listed()
+    return [own.replace(PROJECT, f"{PROJECT}[{TRAINING_EXTRA}]", 1), *deps]
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -204,4 +218,5 @@ class FilterModule:
             "ascend_check_failures": check_failures,
             "ascend_hccn_settings": hccn_settings,
             "ascend_cann_requirements": cann_requirements,
+            "ascend_training_requirements": training_requirements,
         }

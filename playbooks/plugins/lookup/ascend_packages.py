@@ -42,6 +42,12 @@ options:
     description: With I(stack), check its wheels too (false - the wheels come from an index).
     type: bool
     default: true
+  training:
+    description: >-
+      With I(stack) and I(wheels), check the wheels of ascend-ready of the controller's version and of
+      what the training job imports (false - python_env installs no training environment).
+    type: bool
+    default: true
   python_build:
     description: >-
       With I(stack), check the standalone CPython archive it names too (false - the node's interpreter
@@ -226,9 +232,10 @@ class _DigestCache:
 
 
 def stack_terms(stack: dict, requirements: list[str] | None = None, wheels: bool = True,
-                python_build: bool = True) -> list[str]:
+                python_build: bool = True, training: bool = True) -> list[str]:
     """The files of a resolved stack, as ascend-matrix packages lists them (one list for both)."""
-    terms = _packages().required_files(stack, cann=requirements, python_build=python_build)
+    terms = _packages().required_files(stack, cann=requirements, python_build=python_build,
+                                       training=training)
     return terms if wheels else [t for t in terms if not t.startswith("wheel:")]
 
 
@@ -315,7 +322,8 @@ class LookupModule(LookupBase):
         names = [str(n) for n in names]
         if self.get_option("stack"):
             names += stack_terms(self.get_option("stack"), self.get_option("requirements"),
-                                 self.get_option("wheels"), self.get_option("python_build"))
+                                 self.get_option("wheels"), self.get_option("python_build"),
+                                 self.get_option("training"))
         source = str(self.get_option("source"))
         files, problems = check(names, source, self.get_option("manifest"), self.get_option("cache"),
                                 self.get_option("python"), self.get_option("arch"),
