@@ -90,7 +90,7 @@ def main() -> int:
         print("error: the simulated cluster needs root", file=sys.stderr)
         return 2
     os.environ["ASCEND_SIM_RUN_DIR"], os.environ["ASCEND_SIM_SUBNET"] = RUN_DIR, SUBNET
-    from ascend_ready.provision.matrix import resolve
+    from ascend_ready.provision.resolver import resolve
     from ascend_ready.sim import cluster as sim
     from ascend_ready.sim.packages import build_package_dir
 
