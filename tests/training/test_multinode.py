@@ -356,7 +356,7 @@ def test_a_job_that_fails_alike_on_every_node_says_so(tmp_path, healthy_spec):
     """Every node lacks the same module (a node venv without ascend_ready): no node is the cause."""
     code = "import ascend_ready_not_installed_here"
     plan = local_plan(tmp_path, healthy_spec, {"node01": code, "node02": code})
-    sessions = {h.name: job.LocalSession(h.name) for h in plan.hosts}
+    sessions = {h.name: fleet_sessions.LocalSession(h.name) for h in plan.hosts}
     result = job.run_job(commands(plan), sessions, plan.log_dir, echo=lambda line: None)
     assert not result.ok
     assert job.same_failure(result.nodes) == \
