@@ -37,6 +37,17 @@ def parse_cpulist(text: str) -> set[int]:
     return cpus
 
 
+def format_cpulist(cpus) -> str:
+    """The kernel's cpulist spelling of a CPU set: {0, 1, 2, 5} -> `0-2,5`."""
+    ordered, parts = sorted(cpus), []
+    for c in ordered:
+        if parts and parts[-1][1] == c - 1:
+            parts[-1][1] = c
+        else:
+            parts.append([c, c])
+    return ",".join(f"{a}-{b}" if a != b else f"{a}" for a, b in parts)
+
+
 def parse_node_cpulists(text: str) -> dict[int, set[int]]:
     """Output of `grep -H . /sys/devices/system/node/node*/cpulist` -> NUMA node -> its CPUs."""
     nodes = {}
@@ -136,9 +147,16 @@ def worker_argv(args: list[str], environ: dict[str, str]) -> tuple[list[str], st
         return ([numactl, f"--cpunodebind={node}", f"--membind={node}", *plain],
                 f"numa: rank {rank} (local {local_rank}): numactl --cpunodebind={node} --membind={node}")
     cpus = _node_cpus(int(node))
-    os.sched_setaffinity(0, cpus)  # inherited through exec; memory follows first touch on those CPUs
+    # A container's cpuset (or a scheduler's) may leave this process fewer CPUs than the host has: bind to
+    # the node's CPUs it may use, and run unbound, saying so, when it may use none of them.
+    usable = cpus & os.sched_getaffinity(0)
+    if not usable:
+        return plain, (f"numa: rank {rank} (local {local_rank}): not bound: the CPUs of NUMA node {node} "
+                       f"({format_cpulist(cpus)}) are outside those this process may use "
+                       f"({format_cpulist(os.sched_getaffinity(0))}; a container's cpuset?)")
+    os.sched_setaffinity(0, usable)  # inherited through exec; memory follows first touch on those CPUs
     return plain, (f"numa: rank {rank} (local {local_rank}): CPUs of NUMA node {node} "
-                   f"({len(cpus)} CPUs; numactl is not installed, memory is not bound)")
+                   f"({format_cpulist(usable)}; numactl is not installed, memory is not bound)")
 
 
 def main() -> None:
