@@ -1,4 +1,4 @@
-"""NUMA binding against the layout a simulated Atlas 800T A2 presents (from real captures, sim/hw/numa.py): the
+"""NUMA binding against the layout a simulated Atlas 800T A2 presents (real captures, sim/hw/numa.py): the
 launcher's node per rank, and the wrapper when the process may use fewer CPUs than the host has."""
 
 from __future__ import annotations
