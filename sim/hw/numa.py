@@ -12,8 +12,9 @@ Shape (Atlas 800T/800I A2 hosts: 4 x Kunpeng 920 48-core, 192 CPUs, 8 NUMA nodes
     (Kunpeng BoostKit tuning guides' `numactl -H`); the 4-socket matrix extends that pattern (inferred).
 
 Binding on a host with fewer CPUs than presented (the simulator shares a small machine): presented CPU c of P
-maps onto the c*R//P-th of the R real CPUs the node may use, so a node's 24 CPUs land on one real CPU and
-nodes 0-3 / 4-7 on different ones of two; the simulated `numactl` binds to that real set (visible as
+maps onto the (c*R//P + k) mod R-th of the R real CPUs the node may use, k the simulated node's index (so
+that the first ranks of two simulated nodes do not share one real CPU); a NUMA node's 24 CPUs land on one
+real CPU, nodes 0-3 and 4-7 on different ones of two; the simulated `numactl` binds to that set (visible as
 Cpus_allowed_list in /proc/PID/status) and records the presented binding in ASCEND_SIM_NUMA for
 `numactl --show`. Memory policy is recorded, not applied: the host kernel has one NUMA node.
 """
@@ -141,10 +142,10 @@ def numactl_hardware(host: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def real_cpus(host: dict, presented, allowed: list[int]) -> set[int]:
-    """The real CPUs standing for `presented` ones: presented c -> allowed[c * R // P] (see the module)."""
+def real_cpus(host: dict, presented, allowed: list[int], node_index: int = 0) -> set[int]:
+    """The real CPUs standing for `presented` ones: c -> allowed[(c * R // P + k) % R] (see the module)."""
     total, real = total_cpus(host), sorted(allowed)
-    return {real[c * len(real) // total] for c in presented}
+    return {real[(c * len(real) // total + node_index) % len(real)] for c in presented}
 
 
 def parse_nodes(text: str, host: dict) -> list[int] | None:
@@ -182,7 +183,8 @@ def numactl_show(host: dict, environ: dict[str, str]) -> str:
             f"membind: {' '.join((memnodes or everything).split(','))} \n")
 
 
-def numactl(host: dict, args: list[str], environ: dict[str, str]) -> tuple[str, int, list[str] | None]:
+def numactl(host: dict, args: list[str], environ: dict[str, str], node_index: int = 0
+            ) -> tuple[str, int, list[str] | None]:
     """One `numactl` call -> (output, status, the command to exec bound, or None).
 
     Binds this process's real CPUs (sched_setaffinity, inherited through exec) before returning a command."""
@@ -215,7 +217,7 @@ def numactl(host: dict, args: list[str], environ: dict[str, str]) -> tuple[str, 
     record = []
     if cpunodes is not None:
         presented = [c for k in cpunodes for c in node_cpus(host, k)]
-        os.sched_setaffinity(0, real_cpus(host, presented, node_allowed_cpus()))
+        os.sched_setaffinity(0, real_cpus(host, presented, node_allowed_cpus(), node_index))
         record.append("cpunodebind=" + ",".join(map(str, cpunodes)))
     if memnodes is not None:
         record.append("membind=" + ",".join(map(str, memnodes)))

@@ -242,7 +242,7 @@ def numactl_main(args: list[str]) -> int:
                          "modelled)\n")
         return 1
     environ = dict(os.environ)
-    text, rc, command = numa.numactl(host, args, environ)
+    text, rc, command = numa.numactl(host, args, environ, view.state.get("node", {}).get("index", 0))
     if command is None:
         (sys.stdout if rc == 0 else sys.stderr).write(text)
         return rc

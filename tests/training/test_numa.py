@@ -60,5 +60,7 @@ def test_the_simulated_numactl_binds_the_real_cpus_standing_for_the_node(monkeyp
     assert "cpubind: 6 \n" in show and "membind: 6 \n" in show and "policy: bind" in show
     sim_numa.numactl(host, ["-N", "2", "true"], {})
     assert bound[-1] == {0}
+    sim_numa.numactl(host, ["-N", "6", "true"], {}, node_index=1)  # the second simulated node: rotated
+    assert bound[-1] == {0}
     text, rc, command = sim_numa.numactl(host, ["--cpunodebind=8", "true"], {})
     assert rc == 1 and command is None and "<8> is invalid" in text
