@@ -105,6 +105,12 @@ def sysfs_files(host: dict) -> dict[str, str]:
     return files
 
 
+def grep_node_cpulists(host: dict) -> str:
+    """What `grep -H . /sys/devices/system/node/node*/cpulist` prints on the presented host."""
+    return "".join(f"/sys/devices/system/node/node{n}/cpulist:{cpulist(node_cpus(host, n))}\n"
+                   for n in sorted(range(host["numa_nodes"]), key=str))
+
+
 def lscpu(host: dict) -> str:
     """`lscpu` (util-linux 2.37, the layout of the vllm-ascend#10504 capture) of the presented host."""
     total, n = total_cpus(host), host["numa_nodes"]

@@ -18,10 +18,7 @@ def a2():
     """(npu-smi info -t topo, `grep -H . .../node*/cpulist`) as a simulated A2 node prints them."""
     state = initial_state("atlas-800t-a2", node_index=0, node_name="node01")
     host = sim_numa.host_cpu(state)
-    files = sim_numa.sysfs_files(host)
-    grep = "\n".join(f"/sys/devices/system/node/{rel}:{text.strip()}" for rel, text in sorted(files.items())
-                     if rel.endswith("/cpulist"))
-    return npu_smi.topo(NodeView(state=state)), grep, state
+    return npu_smi.topo(NodeView(state=state)), sim_numa.grep_node_cpulists(host), state
 
 
 def test_each_of_eight_ranks_gets_the_node_its_npus_affinity_lies_in(a2):
