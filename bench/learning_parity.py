@@ -213,18 +213,26 @@ LABELS = {("grpo", "ours"): "ascend-train grpo", ("grpo", "reference"): "plain T
           ("ppo", "ours"): "ascend-train ppo", ("ppo", "reference"): "reference PPO (TRL 1.12 maths)"}
 
 
+def _last3(curve: dict[int, float]) -> float:
+    """Mean of the last three evaluations: less at the mercy of one greedy pass than the final point."""
+    steps = sorted(curve)[-3:]
+    return statistics.mean(curve[s] for s in steps)
+
+
 def summarise(results: dict) -> tuple[str, dict]:
     """Markdown table of final accuracy (mean, min-max, std over seeds) and the verdict per algorithm."""
-    lines = ["| trainer | final held-out accuracy: mean | min-max | std | per seed |",
-             "|---|---|---|---|---|"]
+    lines = ["| trainer | final held-out accuracy: mean | min-max | std | per seed | last 3 evals |",
+             "|---|---|---|---|---|---|"]
     verdict = {}
     for algo, sides in results.items():
         finals = {side: [c[max(c)] for c in curves.values()] for side, curves in sides.items()}
         for side, vals in finals.items():
             std = statistics.pstdev(vals) if len(vals) > 1 else 0.0
+            late = [_last3(c) for c in sides[side].values()]
             lines.append(f"| {LABELS[algo, side]} | {statistics.mean(vals):.3f} | "
                          f"{min(vals):.3f}-{max(vals):.3f} | {std:.3f} | "
-                         f"{', '.join(f'{v:.3f}' for v in vals)} |")
+                         f"{', '.join(f'{v:.3f}' for v in vals)} | {statistics.mean(late):.3f} "
+                         f"({', '.join(f'{v:.3f}' for v in late)}) |")
         if {"ours", "reference"} <= set(finals):
             ours, ref = statistics.mean(finals["ours"]), finals["reference"]
             verdict[algo] = {"gap": ours - statistics.mean(ref), "within": min(ref) <= ours <= max(ref)}
@@ -271,8 +279,18 @@ def main() -> None:
     ap.add_argument("--ppo-config", default="tiny", help="the PPO runs' config (default: the same)")
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--out", type=Path, default=Path("bench/results/learning"))
+    ap.add_argument("--from-json", type=Path, help="summarise and plot a curves.json again, training nothing")
     ap.add_argument("overrides", nargs="*", help="config overrides for every run, e.g. max_steps=100")
     args = ap.parse_args()
+    if args.from_json:
+        raw = json.loads(args.from_json.read_text())["results"]
+        results = {algo: {side: {int(seed): {int(k): v for k, v in c.items()} for seed, c in curves.items()}
+                          for side, curves in sides.items()} for algo, sides in raw.items()}
+        table, verdict = summarise(results)
+        plot(results, args.from_json.with_name("curves.png"))
+        args.from_json.with_name("summary.md").write_text(table)
+        print(table)
+        return
     torch.set_num_threads(1)
     rt = setup_runtime("cpu", "fp32")
     args.out.mkdir(parents=True, exist_ok=True)
