@@ -6,6 +6,7 @@ GRPOTrainer; the TRL 1.12-maths PPO loop of bench/learning_parity.py)."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import statistics
 from pathlib import Path
 
@@ -78,8 +79,11 @@ def test_held_out_accuracy_reaches_the_references_at_three_seeds(algo, tmp_path)
             assert curve[0] == 0.0, curve  # nothing is known at the start
             finals[side].append(curve[max(curve)])
     ours, ref = finals["ours"], finals["reference"]
-    print(f"{algo}: final held-out accuracy ours {ours}, reference {ref}")
-    # Ours reaches what the reference reaches: its mean lies at or above the reference's worst seed, and
-    # beyond the 0.19-0.28 a policy answering one digit to every question scores on these held-out rows.
-    assert statistics.mean(ours) >= min(ref), (ours, ref)
-    assert statistics.mean(ours) >= 0.3, ours
+    gap = statistics.mean(ours) - statistics.mean(ref)
+    # two standard errors of the difference of the means (sample std over the seeds of each side)
+    noise = 2 * math.sqrt((statistics.stdev(ours) ** 2 + statistics.stdev(ref) ** 2) / len(ours))
+    print(f"{algo}: final held-out accuracy ours {ours}, reference {ref}: gap {gap:+.3f}, 2 SE {noise:.3f}")
+    # Ours reaches what the reference reaches: not below it by more than the seed-to-seed noise of three
+    # seeds, and well beyond the 0.19-0.28 a policy answering one digit to every question scores here.
+    assert gap >= -noise, (ours, ref, gap, noise)
+    assert statistics.mean(ours) >= 0.4, ours
