@@ -9,8 +9,9 @@
 #      the two OSes differ, a mixed fleet with one stack being legitimate); an HTML report
 #   4. inject a fault (a PCIe link trained at x8): the failure with its remediation, and training refused
 #   5. the preflight writes a launch spec; ascend-train grpo runs on both nodes from it (torchrun over SSH,
-#      gloo on CPU, the tiny config) in the training venv the playbook built on each node (the nodes do not
-#      see this checkout or its .venv), its outputs on the cluster's shared filesystem
+#      gloo on CPU, the tiny config; each rank bound to its NPU's NUMA node of the presented Kunpeng host)
+#      in the training venv the playbook built on each node (the nodes do not see this checkout or its
+#      .venv), its outputs on the cluster's shared filesystem; held-out accuracy printed at the start and end
 # Needs root (the simulator uses Linux namespaces). Env: ASCEND_DEMO_STACK (matrix stack id).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -89,9 +90,22 @@ SPEC=$REPO/runs/demo-launch-spec.json
 echo "-- the job runs in the training venv the playbook built on each node (the interpreter the gate judged):"
 "$BIN/python" -c 'import json, sys
 for name, host in json.load(open(sys.argv[1]))["hosts"].items(): print("  ", name + ":", host["python"])' "$SPEC"
+echo "-- node01's host as the launcher reads it: 8 NUMA nodes, and each NPU's CPU affinity in one of them"
+"$BIN/ascend-sim" exec node01 -- sh -c 'lscpu | grep -E "^(Model name|Socket|NUMA node)"; \
+  npu-smi info -t topo | sed -n "1,9p" | awk "{print \$1, \$NF}"'
 rm -rf "$OUT"
+# batch_size is per device: 32 on each of the two nodes is the tiny config's global batch of 64 on one
+# (8 prompts x 8 completions a step), so this run learns as a one-node run of the tiny config does.
 "$BIN/ascend-train" grpo --config tiny --launch-spec "$SPEC" -i "$INVENTORY" --output-dir "$OUT" \
-  --node-output-dir "$NODE_OUT" max_steps=150 eval_every=50
+  --node-output-dir "$NODE_OUT" max_steps=150 eval_every=50 batch_size=32
+"$BIN/python" - "$OUT/metrics.jsonl" <<'PY'
+import sys
+from ascend_ready.training.metrics import read_metrics
+acc = [(r["step"], r["eval/accuracy"]) for r in read_metrics(sys.argv[1]) if r.get("eval/accuracy") is not None]
+print("-- held-out accuracy (greedy answers to the 32 held-out questions): "
+      + ", ".join(f"step {s}: {a:.2f}" for s, a in acc))
+print(f"-- held-out accuracy at the start: {acc[0][1]:.2f}, at the end: {acc[-1][1]:.2f}")
+PY
 # The shared filesystem goes with the cluster: keep the run where the demo was started.
 rm -rf "$REPO/runs/demo" && mkdir -p "$REPO/runs" && cp -r "$OUT" "$REPO/runs/demo"
 OUT=$REPO/runs/demo

@@ -539,10 +539,11 @@ def _install_python(prof: profiles.Profile, upper: Path, lower: Path) -> None:
 
 
 def _install_tools(prof: profiles.Profile, upper: Path) -> None:
-    """Fake lspci/dmesg/chronyc from the hardware part (chronyc where the chrony package puts it), and glibc
-    shims where the profile reports another glibc."""
+    """Fake lspci/dmesg/chronyc/lscpu/numactl from the hardware part (chronyc and numactl where their packages
+    put them), and glibc shims where the profile reports another glibc."""
     local = upper / "usr" / "local"
-    places = (("lspci", local / "sbin"), ("dmesg", local / "bin"), ("chronyc", upper / "usr" / "bin"))
+    places = (("lspci", local / "sbin"), ("dmesg", local / "bin"), ("chronyc", upper / "usr" / "bin"),
+              ("lscpu", local / "bin"), ("numactl", upper / "usr" / "bin"))
     for tool, where in places:
         src = NODE_TOOLS / tool
         if src.is_file():

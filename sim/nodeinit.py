@@ -183,6 +183,10 @@ def _setup_sys(root: Path, boot: dict) -> None:
         pci_devices = simdir / "sysfs" / "bus" / "pci" / "devices"
         if pci_devices.is_dir():
             bind(pci_devices, sys_dir / "bus" / "pci" / "devices", readonly=True)
+    fake_nodes = simdir / "sysfs" / "devices" / "system" / "node"
+    if fake_nodes.is_dir() and (sys_dir / "devices" / "system" / "node").is_dir():
+        # The presented host's NUMA nodes (sim/hw/numa.py) in place of the kernel's single one.
+        bind(fake_nodes, sys_dir / "devices" / "system" / "node", readonly=True)
 
 
 # Syscalls that reach host-kernel state no namespace isolates; a node gets EPERM for them, as in a container.

@@ -10,6 +10,11 @@ Differences from the paper (DeepSeekMath, Shao et al. 2024), all TRL 1.16 defaul
 token-level "dapo" loss aggregation instead of per-sequence means; beta=0 (no reference model, no KL)
 unless `grpo.beta` is set; the KL, when on, is the k3 estimator added to the loss, as in the paper;
 generation runs in the training process (colocated), without vLLM.
+
+Scale-out: `batch_size` is per device (TRL's per_device_train_batch_size, in completions), so N ranks sample
+N x batch_size completions a step (N x batch_size / num_generations prompts, each group on one rank); to
+repeat a one-device run on N ranks, divide batch_size by N. Every rank samples with its own seed (TRL seeds
+each process with seed + its index) and all ranks hold the same weights after every step (DDP).
 """
 
 from __future__ import annotations

@@ -12,39 +12,17 @@ numactl, binds the CPUs itself with sched_setaffinity; memory then follows first
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from dataclasses import dataclass
 
+from ascend_ready.checks.parsers.numa import NODE_CPULISTS, format_cpulist, parse_cpulist, parse_node_cpulists
+
 NUMA_ENV = "ASCEND_TRAIN_NUMA"
 CLI_MODULE = "ascend_ready.training.cli"
-#: what the node probe prints for the NUMA node CPU lists (`grep -H . .../node*/cpulist`)
-NODE_CPULISTS = "/sys/devices/system/node/node*/cpulist"
-_NODE_LINE = re.compile(r"^/sys/devices/system/node/node(\d+)/cpulist:(.*)$")
-
-
-def parse_cpulist(text: str) -> set[int]:
-    """`0-23,48-71` (the kernel's cpulist format, also npu-smi's affinity) -> the CPU numbers."""
-    cpus: set[int] = set()
-    for part in (p.strip() for p in text.strip().split(",")):
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise ValueError(f"not a CPU list: {text.strip()!r}")
-        cpus.update(range(int(lo), int(hi if sep else lo) + 1))
-    return cpus
-
-
-def parse_node_cpulists(text: str) -> dict[int, set[int]]:
-    """Output of `grep -H . /sys/devices/system/node/node*/cpulist` -> NUMA node -> its CPUs."""
-    nodes = {}
-    for line in text.splitlines():
-        m = _NODE_LINE.match(line.strip())
-        if m:
-            nodes[int(m[1])] = parse_cpulist(m[2])
-    return nodes
+#: what the node probe runs and the launcher reads (the checks' parser of the same listing)
+__all__ = ["NODE_CPULISTS", "RankBinding", "encode", "format_cpulist", "parse_cpulist", "parse_node_cpulists",
+           "rank_bindings", "worker_argv"]
 
 
 @dataclass(frozen=True)
@@ -93,7 +71,10 @@ def rank_bindings(devices: list[int], nproc: int, topo_text: str | None, nodes_t
         topo = parse_npu_smi_topo(topo_text)
     except ParseError as exc:
         return unbound(f"`npu-smi info -t topo` could not be read: {exc.message}")
-    nodes = parse_node_cpulists(nodes_text or "")
+    try:
+        nodes = parse_node_cpulists(nodes_text or "")
+    except ParseError as exc:
+        return unbound(f"the sysfs NUMA node list could not be read: {exc.message}")
     if len(nodes) < 2:
         return unbound(f"the node has {len(nodes) or 'no'} NUMA node(s) in sysfs: nothing to choose")
     out = []
@@ -136,9 +117,16 @@ def worker_argv(args: list[str], environ: dict[str, str]) -> tuple[list[str], st
         return ([numactl, f"--cpunodebind={node}", f"--membind={node}", *plain],
                 f"numa: rank {rank} (local {local_rank}): numactl --cpunodebind={node} --membind={node}")
     cpus = _node_cpus(int(node))
-    os.sched_setaffinity(0, cpus)  # inherited through exec; memory follows first touch on those CPUs
+    # A container's cpuset (or a scheduler's) may leave this process fewer CPUs than the host has: bind to
+    # the node's CPUs it may use, and run unbound, saying so, when it may use none of them.
+    usable = cpus & os.sched_getaffinity(0)
+    if not usable:
+        return plain, (f"numa: rank {rank} (local {local_rank}): not bound: the CPUs of NUMA node {node} "
+                       f"({format_cpulist(cpus)}) are outside those this process may use "
+                       f"({format_cpulist(os.sched_getaffinity(0))}; a container's cpuset?)")
+    os.sched_setaffinity(0, usable)  # inherited through exec; memory follows first touch on those CPUs
     return plain, (f"numa: rank {rank} (local {local_rank}): CPUs of NUMA node {node} "
-                   f"({len(cpus)} CPUs; numactl is not installed, memory is not bound)")
+                   f"({format_cpulist(usable)}; numactl is not installed, memory is not bound)")
 
 
 def main() -> None:

@@ -116,7 +116,10 @@ class AscendCallback(require("transformers").TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, **kw):
         self._last_time = time.perf_counter()
-        self._eval(state, model)
+        # A resumed run starts at its checkpoint's step, whose evaluation the metrics already hold (it ran
+        # before that checkpoint was committed): evaluating again would write a second row for that step.
+        if state.global_step == 0:
+            self._eval(state, model)
 
     def on_step_end(self, args, state, control, model=None, **kw):
         every = self.cfg.eval_every

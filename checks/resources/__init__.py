@@ -19,7 +19,7 @@ from ascend_ready.checks.resources.hccn import (
     NicTls,
     same_subnet,
 )
-from ascend_ready.checks.resources.npu import DeviceNodes, NpuHealth, NpuSmi, NpuTopology
+from ascend_ready.checks.resources.npu import DeviceNodes, NpuHealth, NpuSmi, NpuTopology, NumaNodes
 from ascend_ready.checks.resources.os import (
     Accounts,
     Clock,
@@ -69,6 +69,7 @@ __all__ = [
     "NpuHealth",
     "NpuSmi",
     "NpuTopology",
+    "NumaNodes",
     "OsRelease",
     "PciFunctions",
     "PcieLinks",
@@ -95,6 +96,7 @@ ALL: tuple[type[Resource], ...] = (
     NpuSmi,
     NpuHealth,
     NpuTopology,
+    NumaNodes,
     DeviceNodes,
     PciFunctions,
     PcieLinks,
@@ -147,6 +149,11 @@ class Host(HostBase):
     def npu_topology(self) -> NpuTopology:
         """`npu-smi info -t topo`."""
         return self.resource(NpuTopology)
+
+    @property
+    def numa_nodes(self) -> NumaNodes:
+        """The host's NUMA nodes (sysfs)."""
+        return self.resource(NumaNodes)
 
     @property
     def device_nodes(self) -> DeviceNodes:

@@ -20,7 +20,7 @@ from ascend_ready.npu_smi_layout import LAYOUTS
 if TYPE_CHECKING:
     from ascend_ready.checks.parsers.npu_smi_topo import NpuTopo
 
-__all__ = ["Chip", "DeviceNodes", "NpuHealth", "NpuSmi", "NpuTopology"]
+__all__ = ["Chip", "DeviceNodes", "NpuHealth", "NpuSmi", "NpuTopology", "NumaNodes"]
 
 NPU_SMI_INFO = probe(
     "npu-smi-info", argv=("npu-smi", "info"), description="main table: health, temp, HBM, processes"
@@ -37,6 +37,12 @@ NPU_SMI_TOPO = probe(
     "npu-smi-topo",
     argv=("npu-smi", "info", "-t", "topo"),
     description="link type between every two chips (HCCS, SIO, PCIe) and their CPU affinity",
+)
+NUMA_NODES = probe(
+    "numa-nodes",
+    # grep -H prints each file's name: the node number travels with its CPUs (the launcher reads the same)
+    shell="grep -H . /sys/devices/system/node/node*/cpulist",
+    description="the host's NUMA nodes and their CPUs (where npu-smi's CPU affinities must fall)",
 )
 DEV_DAVINCI = probe("dev-davinci", shell="ls -1 /dev", description="device nodes (/dev/davinciN)")
 
@@ -212,3 +218,25 @@ class NpuTopology(Resource):
         from ascend_ready.checks.parsers.npu_smi_topo import parse_npu_smi_topo
 
         return parse_npu_smi_topo(self.text)
+
+
+class NumaNodes(Resource):
+    """The host's NUMA nodes and their CPUs (`/sys/devices/system/node/node*/cpulist`)."""
+
+    probes = (NUMA_NODES,)
+
+    @cached_property
+    def command(self) -> str:
+        return self.host.result("numa-nodes").command
+
+    @cached_property
+    def text(self) -> str:
+        # grep exits 2 when the glob matches nothing: a kernel built without NUMA lists no node
+        return self.host.stdout("numa-nodes", ok_rc=(0, 2))
+
+    @cached_property
+    def nodes(self) -> dict[int, set[int]]:
+        """NUMA node -> its CPUs; an empty dict where the kernel lists none (no NUMA support)."""
+        from ascend_ready.checks.parsers.numa import parse_node_cpulists
+
+        return parse_node_cpulists(self.text)

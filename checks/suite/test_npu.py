@@ -7,8 +7,9 @@ import re
 
 import pytest
 
+from ascend_ready.checks.parsers.numa import format_cpulist, parse_cpulist
 from ascend_ready.checks.registry import check, evidence, fix_command, not_judged, warn
-from ascend_ready.checks.resources import DeviceNodes, NpuHealth, NpuSmi, NpuTopology, PciFunctions
+from ascend_ready.checks.resources import DeviceNodes, NpuHealth, NpuSmi, NpuTopology, NumaNodes, PciFunctions
 
 _SEVERITY = {"OK": 0, "Warning": 1, "Alarm": 2, "Critical": 3}
 
@@ -280,6 +281,45 @@ def test_npu_topology(host):
         line for line in topology.text.splitlines() if line.split(None, 1)[:1] and line.split()[0] in involved
     )
     assert not bad, f"{len(bad)} chip pair(s) without the expected link: " + "; ".join(bad)
+
+
+@check(
+    "npu.numa_affinity",
+    title="each chip's CPU affinity lies within one NUMA node (a rank bound to it stays on that node)",
+    severity="minor",
+    reads=[NpuTopology, NumaNodes],
+    fix="Compare `npu-smi info -t topo` with `lscpu`: an affinity across nodes or outside every node means "
+    "the BIOS NUMA settings (NUMA disabled, a changed die interleave) differ from what the driver reports; "
+    "until fixed, such a rank cannot be bound to one node (`ascend-train --no-numa-bind` runs it unbound)",
+    command="npu-smi info -t topo; grep -H . /sys/devices/system/node/node*/cpulist",
+)
+def test_npu_numa_affinity(host):
+    if host.profile.topology_link is None:
+        pytest.skip(f"the {host.profile.product} has no chip topology listing to read affinities from")
+    topology, numa = host.npu_topology, host.numa_nodes
+    affinity = topology.topo.cpu_affinity
+    if not affinity:
+        pytest.skip(f"`{topology.command}` prints no CPU affinity column on the {host.profile.product}")
+    nodes = numa.nodes
+    evidence(f"NUMA node{n}: CPUs {format_cpulist(cpus)}" for n, cpus in sorted(nodes.items()))
+    if len(nodes) < 2:
+        evidence(f"`{numa.command}` lists {len(nodes)} NUMA node(s): every rank runs on the one node")
+        return
+    across, outside, unknown = [], [], []
+    for label, text in affinity.items():
+        if not text or text == "NA":
+            unknown.append(f"{label}: no CPU affinity ({text or 'empty'})")
+            continue
+        cpus = parse_cpulist(text)
+        holding = sorted(n for n, node_cpus in nodes.items() if node_cpus & cpus)
+        evidence(f"{label}: CPU Affinity {text} -> NUMA node(s) {holding or 'none'}")
+        if not holding or not cpus <= set().union(*(nodes[n] for n in holding)):
+            outside.append(f"{label}: CPU Affinity {text} lies outside every NUMA node")
+        elif len(holding) > 1:
+            across.append(f"{label}: CPU Affinity {text} spans NUMA nodes {holding}, so a rank bound to it "
+                          "runs across nodes")
+    if across or outside or unknown:
+        warn("; ".join(across + outside + unknown))
 
 
 def _npu_of_label(host, labels: list[str]) -> dict[str, int]:

@@ -5,6 +5,8 @@ Pure data (stdlib only); `state.initial_state` turns one profile into a node's h
 
 from __future__ import annotations
 
+from ascend_ready.sim.hw.numa import KUNPENG_920_4P
+
 # Bus ids follow the real captures: A2 from vllm-ascend#362 (npu-smi-info_910b2_23.0.7 sample), A3 from
 # vllm-ascend#2666 (npu-smi-info_910-93-a3 sample), 300I Duo from the nputop 310P3 Duo fixture.
 _A2_BUS = ["0000:C1:00.0", "0000:01:00.0", "0000:C2:00.0", "0000:02:00.0",
@@ -146,6 +148,8 @@ PROFILES: dict[str, dict] = {
         "has_device_nic": True,
         "firmware_version": "7.1.0.11.220",
         "host_functions": KUNPENG_920,
+        # 4 x Kunpeng 920 5250: 192 CPUs in 8 NUMA nodes (sim/hw/numa.py cites the captures)
+        "host_cpu": KUNPENG_920_4P,
     },
     "atlas-800t-a3": {
         "description": "Atlas 800T A3 (Ascend910_93) server: 8 NPUs x 2 chips = 16 devices, 64 GB HBM per "

@@ -10,6 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
+from ascend_ready.sim.hw import numa
 from ascend_ready.sim.hw.state import host_functions, present_functions, trained_link
 
 #: PCIE_SPEED2MBS_ENC of the kernel (drivers/pci/pci.h): per-lane Mb/s after line encoding
@@ -49,6 +50,7 @@ def write_simdir(state: dict, simdir: Path) -> None:
     out["fault_stamps"] = {str(f["id"]): old_stamps.get(str(f["id"]), gen) for f in state["faults"]}
     _atomic_write(simdir / "state.json", json.dumps(out, indent=1, sort_keys=True))
     write_sysfs(state, simdir / "sysfs")
+    write_numa_sysfs(state, simdir / "sysfs")
     _atomic_write(simdir / "dmesg", render_dmesg(state))
     # gen last: a tool that sees the new generation also sees the new state.
     _atomic_write(simdir / "gen", f"{gen}\n")
@@ -66,6 +68,17 @@ def _files(directory: Path, files: dict[str, str]) -> None:
         target = directory / name
         if not target.is_file() or target.read_text() != text:
             target.write_text(text)
+
+
+def write_numa_sysfs(state: dict, sysfs: Path) -> None:
+    """devices/system/node/ of the presented host CPU (sim/hw/numa.py); the node boots with it over the
+    kernel's own. Nothing where the hardware presents none (the node then shows the real host's)."""
+    host = numa.host_cpu(state)
+    if host is None:
+        return
+    root = sysfs / "devices" / "system" / "node"
+    for rel, text in numa.sysfs_files(host).items():
+        _files((root / rel).parent, {Path(rel).name: text})
 
 
 def write_sysfs(state: dict, sysfs: Path) -> None:

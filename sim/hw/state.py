@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ascend_ready.sim.hw import numa
 from ascend_ready.sim.hw.profiles import ENGINES, PROFILES
 
 SCHEMA = 1
@@ -79,7 +80,7 @@ def initial_state(hardware: str, *, node_index: int, node_name: str) -> dict:
                 "root_port": {"bdf": f"{rc}:{2 * slot:02x}.0", "device": p["root_port"]["device"],
                               "revision": p["root_port"]["revision"],
                               "speed": p["root_port"]["speed"], "width": p["root_port"]["width"]},
-                "irq": 102 + 8 * k, "numa_node": (int(bdf[5:7], 16) >> 6) if p["family"] != "310p" else 0,
+                "irq": 102 + 8 * k, "numa_node": _npu_numa_node(p, bdf),
                 "bar_base": 0x82000000000 + 0x4000000000 * k,
                 "dsn": f"{(k * 2 + 4) & 0xFF:02x}-02-20-02-04-02-20-02",
             })
@@ -98,12 +99,21 @@ def initial_state(hardware: str, *, node_index: int, node_name: str) -> dict:
         "npus": npus,
         "pci_functions": functions,
         "host_functions": _host_functions(p["host_functions"]),
+        "host_cpu": dict(p["host_cpu"]) if p.get("host_cpu") else None,
         "processes": [],
         "hang": [],
         "clock_synced": True,  # what `chronyc tracking` reports (the node's clock is the host's)
         "faults": [],
         "fault_seq": 0,
     }
+
+
+def _npu_numa_node(p: dict, bdf: str) -> int:
+    """The NUMA node sysfs and lspci give an NPU: its root complex's node on a host with a presented NUMA
+    layout (the node npu-smi's CPU Affinity names), else one node per host bridge; inference cards 0."""
+    if p.get("host_cpu"):
+        return numa.npu_node(p["host_cpu"], bdf)
+    return (int(bdf[5:7], 16) >> 6) if p["family"] != "310p" else 0
 
 
 def _host_functions(table: list[dict]) -> list[dict]:

@@ -1,4 +1,4 @@
-"""Node-side vendor tools: `python3 -m ascend_ready.sim.node.tool <npu-smi|hccn_tool|lspci|dmesg|chronyc> ARGS`.
+"""Node-side tools: `python3 -m ascend_ready.sim.node.tool <npu-smi|hccn_tool|lspci|dmesg|chronyc|lscpu|numactl> ARGS`.
 
 Reads the simdir (ASCEND_SIM_ROOT, default /var/lib/ascend-sim) and the node's files (ASCEND_SIM_FSROOT,
 default /), prints what the real tool prints, exits with its status, and refreshes the render cache
@@ -14,11 +14,12 @@ import time
 from pathlib import Path
 
 from ascend_ready.sim.fabric import Fabric, cluster_root_from_env
+from ascend_ready.sim.hw import numa
 from ascend_ready.sim.hw.state import NodeView, fsroot_from_env, simdir_from_env
 from ascend_ready.sim.render import chrony, hccn, lspci, npu_smi
 from ascend_ready.sim.render.npu_smi import ToolError
 
-TOOLS = ("npu-smi", "hccn_tool", "lspci", "dmesg", "chronyc")
+TOOLS = ("npu-smi", "hccn_tool", "lspci", "dmesg", "chronyc", "lscpu")
 NPU_SMI_USAGE = npu_smi.TOPO_UNKNOWN
 
 
@@ -215,6 +216,8 @@ def _render(view: NodeView, tool: str, args: list[str], simdir: Path, fsroot: Pa
         return npu_smi_run(view, args), 0, True
     if tool == "lspci":
         return lspci.run(view, args), 0, True
+    if tool == "lscpu":
+        return lscpu_run(view, args), 0, True
     # Only a ping reads the other nodes (the state of every peer, fresh at each call: faults change it).
     fabric = Fabric.load(cluster or cluster_root_from_env()) if "-ping" in args else None
     result = hccn.run(view, args, fabric=fabric)
@@ -223,8 +226,40 @@ def _render(view: NodeView, tool: str, args: list[str], simdir: Path, fsroot: Pa
     return result.text, result.rc, result.cacheable
 
 
+def lscpu_run(view: NodeView, args: list[str]) -> str:
+    host = numa.host_cpu(view.state)
+    if host is None or args:  # no presented host CPU, or a form not simulated: the real lscpu answers
+        os.execv("/usr/bin/lscpu", ["lscpu", *args])
+    return numa.lscpu(host)
+
+
+def numactl_main(args: list[str]) -> int:
+    """`numactl`: prints, or binds and execs the command (never returns then)."""
+    view = NodeView.load(simdir_from_env(), fsroot_from_env())
+    host = numa.host_cpu(view.state)
+    if host is None:
+        sys.stderr.write("numactl: this simulated node presents no NUMA topology (its hardware has none "
+                         "modelled)\n")
+        return 1
+    environ = dict(os.environ)
+    text, rc, command = numa.numactl(host, args, environ, view.state.get("node", {}).get("index", 0))
+    if command is None:
+        (sys.stdout if rc == 0 else sys.stderr).write(text)
+        return rc
+    environ.pop("PYTHONPATH", None)
+    if "ASCEND_SIM_CALLER_PYTHONPATH" in environ:
+        environ["PYTHONPATH"] = environ.pop("ASCEND_SIM_CALLER_PYTHONPATH")
+    try:
+        os.execvpe(command[0], command, environ)
+    except OSError as err:
+        sys.stderr.write(f"numactl: execution of `{command[0]}': {err.strerror}\n")
+        return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "numactl":
+        return numactl_main(argv[1:])
     if not argv:
         sys.stderr.write(f"usage: python3 -m ascend_ready.sim.node.tool {{{'|'.join(TOOLS)}}} ARGS\n")
         return 2

@@ -6,6 +6,7 @@ the tool's `"\\t%-30s : %s"` format (npu-smi sources; TAB-indented in raw captur
 
 from __future__ import annotations
 
+from ascend_ready.sim.hw import numa
 from ascend_ready.sim.hw.faults import ERROR_INFO
 from ascend_ready.sim.hw.state import (
     NodeView,
@@ -247,8 +248,9 @@ _A3_LEGEND = ("  SIO  = Path traversing the SIO bus\n"
 def topo(view: NodeView) -> str:
     """`npu-smi info -t topo`: a TAB and 3 spaces, then `%-11s` per device, one `%-11s` row per device,
     the legend. A2 (ArthurChiao 910B1 and ms-swift 910B3 captures): NPU<logic id>, all HCCS, and the CPU
-    Affinity of the chip's NUMA node (24 cores each on the 192-core host; node = bus >> 5 matches the
-    captured order C1/01/C2/02/81/41/82/42 -> 144-167/0-23/.../48-71). A3 (sglang#30453 capture):
+    Affinity of the chip's NUMA node (24 cores each on the 192-core host, sim/hw/numa.py; the node of
+    bus B is B * 8 // 256, which matches the captured order C1/01/C2/02/81/41/82/42 ->
+    144-167/0-23/.../48-71). A3 (sglang#30453 capture):
     Phy-ID<n>, SIO between the two chips of an NPU, HCCS_SW across NPUs, no affinity column."""
     state = view.state
     family = state["product"]["family"]
@@ -268,10 +270,9 @@ def topo(view: NodeView) -> str:
 
         def link(a: int, b: int) -> str:
             return "HCCS"
-        affinity = []
-        for _npu, chip in chips:
-            node = int(chip["bus_id"][5:7], 16) >> 5
-            affinity.append(f"{24 * node}-{24 * node + 23}")
+        host = numa.host_cpu(state) or numa.KUNPENG_920_4P  # a state.json from before host_cpu existed
+        affinity = [numa.cpulist(numa.node_cpus(host, numa.npu_node(host, chip["bus_id"])))
+                    for _npu, chip in chips]
         legend = _TOPO_LEGEND
     head = "\t   " + "".join(f"{label:<11}" for label in labels) + ("CPU Affinity" if affinity else "")
     rows = [(f"{a:<11}" + "".join(f"{'X' if i == j else link(i, j):<11}" for j in range(len(labels)))

@@ -17,6 +17,7 @@ from ascend_ready.checks.catalog import catalog
 from ascend_ready.checks.profile import HardwareProfile, load_profile
 from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult
 from ascend_ready.provision.resolver import resolve
+from ascend_ready.sim.hw import numa as sim_numa
 from ascend_ready.sim.hw.faults import inject_fault
 from ascend_ready.sim.hw.simdir import render_dmesg, write_sysfs
 from ascend_ready.sim.hw.state import NodeView, initial_state
@@ -293,6 +294,9 @@ def fake_host(
     topo = topo_output(state)
     if topo is not None:
         put("npu-smi-topo", topo)
+    host_cpu = sim_numa.host_cpu(state)
+    put("numa-nodes", sim_numa.grep_node_cpulists(host_cpu) if host_cpu else
+        "/sys/devices/system/node/node0/cpulist:0-1\n")  # hardware without a presented host: this one's
     put(
         "dev-davinci",
         "\n".join(

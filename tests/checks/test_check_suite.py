@@ -58,8 +58,11 @@ def test_healthy_node_passes_every_quick_check(hardware):
             "hccl.tls",
             "npu.hbm_idle",
             "npu.hbm_usage",
+            "npu.numa_affinity",
             "npu.topology",
         }
+    elif hardware == "atlas-800t-a3":  # npu-smi prints no CPU affinity column on an A3
+        assert skipped == {"npu.numa_affinity"}
     else:
         assert skipped == set()
 
@@ -240,6 +243,27 @@ def test_npu_topology():
     )
     assert any(line.startswith("NPU2 ") and "PIX" in line for line in r.evidence)
     assert r.remediation.command == "npu-smi info -t topo"
+
+
+def _nodes(*cpulists: str) -> str:
+    return "".join(f"/sys/devices/system/node/node{n}/cpulist:{c}\n" for n, c in enumerate(cpulists))
+
+
+def test_npu_numa_affinity():
+    # The simulated Kunpeng 920 host: 8 nodes of 24 CPUs, each NPU's affinity (the real capture's) in one.
+    r = only("npu.numa_affinity", fake_host())
+    assert r.status == "pass" and "NPU0: CPU Affinity 144-167 -> NUMA node(s) [6]" in r.evidence
+    # A BIOS that splits the host at CPU 150: NPU0 and NPU2 (144-167) straddle two nodes.
+    r = only("npu.numa_affinity", fake_host(outputs={"numa-nodes": _nodes("0-149", "150-191")}))
+    assert r.status == "warn"
+    assert r.message.startswith("NPU0: CPU Affinity 144-167 spans NUMA nodes [0, 1], so a rank bound to it")
+    # Nodes covering CPUs 0-95 only: the affinities 96-167 are in none of them.
+    r = only("npu.numa_affinity", fake_host(outputs={"numa-nodes": _nodes("0-47", "48-95")}))
+    assert r.status == "warn" and "NPU0: CPU Affinity 144-167 lies outside every NUMA node" in r.message
+    # One node: nothing to run across.
+    assert only("npu.numa_affinity", fake_host(outputs={"numa-nodes": _nodes("0-191")})).status == "pass"
+    r = only("npu.numa_affinity", fake_host(outputs={"numa-nodes": "node0: 0-23\n"}))
+    assert r.status == "error" and "numa-nodes" in r.message
 
 
 def test_npu_topology__a3_dies_over_sio_npus_over_the_switch():

@@ -64,4 +64,5 @@ def test_fsdp_full_sharding_trains_and_resumes(tmp_path):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(out / "final"))
-    assert sum(p.numel() for p in model.parameters()) == 83648
+    built = AutoModelForCausalLM.from_pretrained(str(out / "tiny-model"))  # the unsharded start
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in built.parameters()) == 331136

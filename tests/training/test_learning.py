@@ -1,29 +1,89 @@
-"""Slow: GRPO and PPO learn the tiny arithmetic task (fixed seed, 300 steps) — reward rises clearly."""
+"""GRPO and PPO learn. Fast: a few steps raise the log-probability of rewarded completions (a broken
+gradient path, a flipped advantage or a detached loss fails it). Slow: at three seeds, each trainer reaches on
+the tiny task's 150 steps the held-out accuracy its reference reaches on the same budget (plain TRL
+GRPOTrainer; the TRL 1.12-maths PPO loop of bench/learning_parity.py)."""
 
 from __future__ import annotations
 
+import importlib.util
+import math
 import statistics
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("trl")
-from ascend_ready.fleet.devices import setup_runtime
+import torch
+
 from ascend_ready.training import grpo, ppo
 from ascend_ready.training.config import load_config
-from ascend_ready.training.metrics import read_metrics
+from ascend_ready.training.data import load_prompts
+from ascend_ready.fleet.devices import setup_runtime
+from ascend_ready.training.models import load_tokenizer
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "learning_parity.py"
+REWARDED = "7"
+
+
+def reward_seven(prompts, completions, **kw):
+    """1 for a completion that starts with `7`, whatever the question: one token the policy is pushed to."""
+    return [1.0 if str(c).startswith(REWARDED) else 0.0 for c in completions]
+
+
+def logprob_of(model_dir: Path, prompts: list[str], token: str) -> float:
+    """Mean over prompts of log p(first completion token = `token` | prompt), the model in `model_dir`."""
+    from transformers import AutoModelForCausalLM
+
+    tok = load_tokenizer(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    (target,) = tok(token, add_special_tokens=False)["input_ids"]
+    total = 0.0
+    with torch.no_grad():
+        for prompt in prompts:
+            ids = tok(prompt, add_special_tokens=False)["input_ids"]
+            total += torch.log_softmax(model(torch.tensor([ids])).logits[0, -1], -1)[target].item()
+    return total / len(prompts)
+
+
+@pytest.mark.parametrize("algo", [grpo, ppo], ids=["grpo", "ppo"])
+def test_a_few_steps_raise_the_logprob_of_rewarded_completions(algo, tmp_path):
+    cfg = load_config("tiny", ["max_steps=4", "save_every=100", "eval_every=0", "eval_max_examples=0",
+                               f"reward.functions=[{__name__}:reward_seven]", "reward.weights=null",
+                               "optim.learning_rate=1e-2", "ppo.kl_coef=0.0"])
+    prompts = [r["prompt"] for r in load_prompts(cfg.data, cfg.seed).eval[:16]]
+    algo.train(cfg, setup_runtime("cpu", "fp32"), tmp_path)
+    before = logprob_of(tmp_path / "tiny-model", prompts, REWARDED)
+    after = logprob_of(tmp_path / "final", prompts, REWARDED)
+    print(f"{algo.__name__}: log p('{REWARDED}' first) {before:.3f} -> {after:.3f}")
+    # A random start gives it about log(1/21) = -3.0; four updates towards it lift it by well over a nat.
+    assert after > before + 1.0, (before, after)
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("learning_parity", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algo", [grpo, ppo], ids=["grpo", "ppo"])
-def test_reward_of_last_50_steps_clearly_exceeds_first_50(algo, tmp_path):
-    cfg = load_config("tiny", ["max_steps=300", "save_every=300", "eval_every=100", "seed=1234"])
-    algo.train(cfg, setup_runtime("cpu", "fp32"), tmp_path)
-    rewards = [r["reward/mean"] for r in read_metrics(tmp_path / "metrics.jsonl") if "reward/mean" in r]
-    assert len(rewards) == 300
-    first, last = statistics.mean(rewards[:50]), statistics.mean(rewards[-50:])
-    accuracy = [r["eval/accuracy"] for r in read_metrics(tmp_path / "metrics.jsonl") if "eval/accuracy" in r]
-    print(f"{algo.__name__}: reward first50={first:.3f} last50={last:.3f}; held-out accuracy {accuracy}")
-    # Rewards are in [0, 1.5] (answer 1.0 + format 0.5). The format is learnt within the first 50 steps, so
-    # the margin has to come from right answers — which the held-out accuracy confirms.
-    assert last > first + 0.2, (first, last)
-    assert accuracy[0] == 0.0 and accuracy[-1] >= 0.15, accuracy
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_held_out_accuracy_reaches_the_references_at_three_seeds(algo, tmp_path):
+    bench = _bench()
+    rt = setup_runtime("cpu", "fp32")
+    finals: dict[str, list[float]] = {"ours": [], "reference": []}
+    for seed in (0, 1, 2):
+        cfg = load_config("tiny", ["max_steps=150", "eval_every=50", "save_every=1000", f"seed={seed}"])
+        for side, run in bench.VARIANTS[algo].items():
+            curve = run(cfg, rt, tmp_path / f"{side}-{seed}")
+            assert curve[0] == 0.0, curve  # nothing is known at the start
+            finals[side].append(curve[max(curve)])
+    ours, ref = finals["ours"], finals["reference"]
+    gap = statistics.mean(ours) - statistics.mean(ref)
+    # two standard errors of the difference of the means (sample std over the seeds of each side)
+    noise = 2 * math.sqrt((statistics.stdev(ours) ** 2 + statistics.stdev(ref) ** 2) / len(ours))
+    print(f"{algo}: final held-out accuracy ours {ours}, reference {ref}: gap {gap:+.3f}, 2 SE {noise:.3f}")
+    # Ours reaches what the reference reaches: not below it by more than the seed-to-seed noise of three
+    # seeds, and well beyond the 0.19-0.28 a policy answering one digit to every question scores here.
+    assert gap >= -noise, (ours, ref, gap, noise)
+    assert statistics.mean(ours) >= 0.4, ours
