@@ -25,10 +25,10 @@ from pathlib import Path
 
 import torch
 
+from ascend_ready.fleet.devices import setup_runtime
 from ascend_ready.training import grpo, ppo
 from ascend_ready.training.config import TrainConfig, load_config
 from ascend_ready.training.data import load_prompts
-from ascend_ready.fleet.devices import setup_runtime
 from ascend_ready.training.evaluate import accuracy, generate
 from ascend_ready.training.metrics import read_metrics
 from ascend_ready.training.models import build_tiny_model, load_tokenizer

@@ -15,10 +15,10 @@ import pytest
 pytest.importorskip("trl")
 import torch
 
+from ascend_ready.fleet.devices import setup_runtime
 from ascend_ready.training import grpo, ppo
 from ascend_ready.training.config import load_config
 from ascend_ready.training.data import load_prompts
-from ascend_ready.fleet.devices import setup_runtime
 from ascend_ready.training.models import load_tokenizer
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "learning_parity.py"
