@@ -241,18 +241,8 @@ def _ascend_train(
     return [*argv, *tail, *overrides]
 
 
-def launch(
-    algo: str,
-    config: str,
-    output_dir: str | None,
-    resume: bool,
-    skip_preflight: bool,
-    overrides: tuple[str, ...],
-    opts: dict,
-    *,
-    log,
-    run: Runner = _run,
-) -> int:
+def launch(algo: str, config: str, output_dir: str | None, resume: bool, skip_preflight: bool,
+           overrides: tuple[str, ...], opts: dict, *, log, run: Runner = _run) -> int:
     """Run the job in this allocation (or write its sbatch script); the exit code of the srun step."""
     out = Path(output_dir or f"runs/{algo}").absolute()
     config_path = Path(config)
