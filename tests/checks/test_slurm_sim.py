@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from sim_support import node_run, own_cluster, shared_venv_cluster, wait_for
-from test_sim_checks import NOT_HEALTHY_IN_SIM, provision, sim_profile
+from test_sim_checks import NO_TRAINING_VENV, NOT_HEALTHY_IN_SIM, provision, sim_profile
 
 pytestmark = pytest.mark.sim
 
@@ -32,6 +32,9 @@ WITHIN = 2 * INTERVAL + 45
 REPORT = "/var/lib/ascend-ready/node-check.json"
 BIN = Path(sys.executable).parent
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+
+#: the checks these nodes cannot pass (test_sim_checks.py: provision() installs no training venv)
+NOT_JUDGED = NOT_HEALTHY_IN_SIM | NO_TRAINING_VENV
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +72,7 @@ def _apply_slurm_health_role(cluster, tmp: Path) -> None:
         "slurm_health_interval": INTERVAL,
         "slurm_health_probe_timeout": PROBE_TIMEOUT,
         "slurm_health_profile": PROFILE_PATH,
-        "slurm_health_skip": sorted(NOT_HEALTHY_IN_SIM),
+        "slurm_health_skip": sorted(NOT_JUDGED),
         "slurm_health_gres": False,
     }
     (tmp / "vars.yml").write_text(yaml.safe_dump(knobs))
@@ -195,7 +198,7 @@ def test_node_exporter_serves_the_health_checks_textfile(slurm):
     """The health check also writes node_exporter's textfile when asked; here the role's timer path."""
     from ascend_ready.sim.harness.slurm import NODE_EXPORTER_PORT, PROFILE_PATH, TEXTFILE_DIR
 
-    skips = [a for c in sorted(NOT_HEALTHY_IN_SIM) for a in ("--skip", c)]
+    skips = [a for c in sorted(NOT_JUDGED) for a in ("--skip", c)]
     run = node_run(
         slurm,
         "node01",
@@ -250,7 +253,7 @@ def _sbatch_script(cluster, name: str, *overrides: str) -> str:
     from ascend_ready.sim.harness.slurm import PROFILE_PATH
 
     wrapper = cluster.run_dir / "shared" / "ascend-check-sim"
-    skips = " ".join(f"--skip {c}" for c in sorted(NOT_HEALTHY_IN_SIM))
+    skips = " ".join(f"--skip {c}" for c in sorted(NOT_JUDGED))
     wrapper.write_text(f'#!/bin/sh\nexec {BIN}/ascend-check "$@" --profile {PROFILE_PATH} {skips}\n')
     wrapper.chmod(0o755)
     script = f"/shared/{name}.sh"
