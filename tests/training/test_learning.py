@@ -66,6 +66,23 @@ def _bench():
     return module
 
 
+def test_ppo_and_the_reference_loop_sample_the_same_completions_given_the_same_randomness(tmp_path):
+    """Same seed, same prompts, TRL's temperature epsilon off: every completion our PPO samples depends on
+    every earlier update, so the mean score of each step matches the reference loop's only while the two
+    updates agree (a different whitening, KL, GAE or value-loss term moves the weights and the samples)."""
+    from ascend_ready.training.metrics import read_metrics
+
+    cfg = load_config("tiny", ["max_steps=12", "save_every=100", "eval_every=100", "eval_max_examples=0"])
+    rt = setup_runtime("cpu", "fp32")
+    trace: list[float] = []
+    _bench().reference_ppo(cfg, rt, tmp_path / "reference", trace=trace, temperature_eps=0.0)
+    ppo.train(cfg, rt, tmp_path / "ours")
+    ours = [r["reward/mean"] for r in read_metrics(tmp_path / "ours" / "metrics.jsonl") if "reward/mean" in r]
+    assert len(ours) == len(trace) == 12
+    assert len(set(ours)) > 3, ours  # the samples change as the policy learns
+    assert ours == pytest.approx(trace, abs=1e-6), (ours, trace)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
 def test_held_out_accuracy_reaches_the_references_at_three_seeds(algo, tmp_path):
