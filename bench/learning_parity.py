@@ -8,7 +8,8 @@ TrainerCallback for the evaluation) on the same model, data, reward functions, s
 PPO: `ascend-train ppo` against `reference_ppo` below, a separate, loop-shaped implementation of TRL 1.12's
 PPOTrainer maths (the same contract tests/training/test_ppo_math.py checks ours against: k1 KL penalty per
 token with the score on the last token, missing-EOS penalty, GAE, whitened advantages, clipped surrogate,
-0.5 x max-of-clipped value loss, value head on the policy's trunk). Every variant is scored by the same
+0.5 x max-of-clipped value loss, value head on the policy's trunk), fed the same prompts step for step
+(`prompt_order`). Every variant is scored by the same
 held-out evaluation (training/evaluate.py: greedy decoding, numeric answer match) every `--eval-every` steps.
 
 Writes curves.json, curves.png and summary.md under --out; the verdict per algorithm is whether our mean final
