@@ -8,7 +8,8 @@ TrainerCallback for the evaluation) on the same model, data, reward functions, s
 PPO: `ascend-train ppo` against `reference_ppo` below, a separate, loop-shaped implementation of TRL 1.12's
 PPOTrainer maths (the same contract tests/training/test_ppo_math.py checks ours against: k1 KL penalty per
 token with the score on the last token, missing-EOS penalty, GAE, whitened advantages, clipped surrogate,
-0.5 x max-of-clipped value loss, value head on the policy's trunk). Every variant is scored by the same
+0.5 x max-of-clipped value loss, value head on the policy's trunk), fed the same prompts step for step
+(`prompt_order`). Every variant is scored by the same
 held-out evaluation (training/evaluate.py: greedy decoding, numeric answer match) every `--eval-every` steps.
 
 Writes curves.json, curves.png and summary.md under --out; the verdict per algorithm is whether our mean final
@@ -102,8 +103,22 @@ def plain_trl_grpo(cfg: TrainConfig, rt, out: Path) -> dict[int, float]:
 INVALID_LOGPROB = 1.0  # TRL's PPOTrainer fills pad slots' log-probs with this
 
 
-def reference_ppo(cfg: TrainConfig, rt, out: Path) -> dict[int, float]:
-    """TRL 1.12 PPOTrainer's update, written as one loop (no code shared with training/ppo.py)."""
+def prompt_order(n_rows: int, step: int, batch_size: int, seed: int) -> list[int]:
+    """The rows a one-rank run trains on at `step` (0-based): a pure function of (seed, step), one seeded
+    shuffle per pass over the rows, the order `ascend-train ppo` uses: both sides see the same prompts."""
+    epoch, offset = divmod(step, max(1, n_rows // batch_size))
+    perm = torch.randperm(n_rows, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+    return [perm[(offset * batch_size + i) % n_rows] for i in range(batch_size)]
+
+
+def reference_ppo(cfg: TrainConfig, rt, out: Path, trace: list[float] | None = None,
+                  temperature_eps: float = 1e-7) -> dict[int, float]:
+    """TRL 1.12 PPOTrainer's update, written as one loop (no maths shared with training/ppo.py).
+
+    `trace` collects each step's mean score. `temperature_eps` is what TRL adds to the temperature before
+    dividing the logits by it; with 0, the same seed gives ours and this loop the same samples step for step
+    (the lockstep test in tests/training/test_learning.py), so any difference in the maths shows.
+    """
     from transformers import AutoModelForCausalLM
 
     p, gen = cfg.ppo, cfg.generation
@@ -125,11 +140,9 @@ def reference_ppo(cfg: TrainConfig, rt, out: Path) -> dict[int, float]:
     rows = load_prompts(cfg.data, cfg.seed)
     held_out = rows.eval[: cfg.eval_max_examples]
     curve = {0: accuracy(policy, tok, held_out, gen.max_completion_length)}
-    order: list[int] = []
     for step in range(1, cfg.max_steps + 1):
-        if len(order) < cfg.batch_size:  # a new shuffled pass over the train rows (TRL's dataloader)
-            order += torch.randperm(len(rows.train)).tolist()
-        batch_rows, order = [rows.train[i] for i in order[: cfg.batch_size]], order[cfg.batch_size:]
+        order = prompt_order(len(rows.train), step - 1, cfg.batch_size, cfg.seed)
+        batch_rows = [rows.train[i] for i in order]
         prompts = [r["prompt"] for r in batch_rows]
         enc, resp, _ = generate(policy, tok, prompts, gen.max_completion_length, do_sample=True,
                                 temperature=gen.temperature, top_p=gen.top_p)
@@ -147,6 +160,8 @@ def reference_ppo(cfg: TrainConfig, rt, out: Path) -> dict[int, float]:
         w = cfg.reward.weights or [1.0, 1.0]
         scores = torch.tensor([w[0] * a + w[1] * f for a, f in zip(
             answer_match(prompts, texts, answer=answers), format_reward(prompts, texts), strict=True)])
+        if trace is not None:
+            trace.append(scores.mean().item())
         if p.missing_eos_penalty is not None:
             scores[~contain_eos] -= p.missing_eos_penalty
         plen = enc["input_ids"].shape[1]
@@ -156,7 +171,7 @@ def reference_ppo(cfg: TrainConfig, rt, out: Path) -> dict[int, float]:
 
         def forward(model, ids=ids, att=att, pids=pids, values=False, plen=plen):
             o = model(input_ids=ids, attention_mask=att, position_ids=pids, output_hidden_states=values)
-            logits = o.logits[:, plen - 1:-1] / (gen.temperature + 1e-7)
+            logits = o.logits[:, plen - 1:-1] / (gen.temperature + temperature_eps)
             lp = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, plen:, None])[..., 0]
             return lp, (v_head(o.hidden_states[-1])[:, plen - 1:-1, 0] if values else None)
 

@@ -1,12 +1,12 @@
 """GRPO and PPO learn. Fast: a few steps raise the log-probability of rewarded completions (a broken
-gradient path, a flipped advantage or a detached loss fails it). Slow: at three seeds, each trainer reaches on
-the tiny task's 150 steps the held-out accuracy its reference reaches on the same budget (plain TRL
-GRPOTrainer; the TRL 1.12-maths PPO loop of bench/learning_parity.py)."""
+gradient path, a flipped advantage or a detached loss fails it), and our PPO samples what the reference PPO
+loop samples, step for step, given the same randomness (a difference in the update maths fails it). Slow: at
+three seeds, each trainer reaches on the tiny task's 150 steps the held-out accuracy its reference reaches on
+the same budget (plain TRL GRPOTrainer; the TRL 1.12-maths PPO loop of bench/learning_parity.py)."""
 
 from __future__ import annotations
 
 import importlib.util
-import math
 import statistics
 from pathlib import Path
 
@@ -66,6 +66,23 @@ def _bench():
     return module
 
 
+def test_ppo_and_the_reference_loop_sample_the_same_completions_given_the_same_randomness(tmp_path):
+    """Same seed, same prompts, TRL's temperature epsilon off: every completion our PPO samples depends on
+    every earlier update, so the mean score of each step matches the reference loop's only while the two
+    updates agree (a different whitening, KL, GAE or value-loss term moves the weights and the samples)."""
+    from ascend_ready.training.metrics import read_metrics
+
+    cfg = load_config("tiny", ["max_steps=12", "save_every=100", "eval_every=100", "eval_max_examples=0"])
+    rt = setup_runtime("cpu", "fp32")
+    trace: list[float] = []
+    _bench().reference_ppo(cfg, rt, tmp_path / "reference", trace=trace, temperature_eps=0.0)
+    ppo.train(cfg, rt, tmp_path / "ours")
+    ours = [r["reward/mean"] for r in read_metrics(tmp_path / "ours" / "metrics.jsonl") if "reward/mean" in r]
+    assert len(ours) == len(trace) == 12
+    assert len(set(ours)) > 3, ours  # the samples change as the policy learns
+    assert ours == pytest.approx(trace, abs=1e-6), (ours, trace)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
 def test_held_out_accuracy_reaches_the_references_at_three_seeds(algo, tmp_path):
@@ -79,11 +96,8 @@ def test_held_out_accuracy_reaches_the_references_at_three_seeds(algo, tmp_path)
             assert curve[0] == 0.0, curve  # nothing is known at the start
             finals[side].append(curve[max(curve)])
     ours, ref = finals["ours"], finals["reference"]
-    gap = statistics.mean(ours) - statistics.mean(ref)
-    # two standard errors of the difference of the means (sample std over the seeds of each side)
-    noise = 2 * math.sqrt((statistics.stdev(ours) ** 2 + statistics.stdev(ref) ** 2) / len(ours))
-    print(f"{algo}: final held-out accuracy ours {ours}, reference {ref}: gap {gap:+.3f}, 2 SE {noise:.3f}")
-    # Ours reaches what the reference reaches: not below it by more than the seed-to-seed noise of three
-    # seeds, and well beyond the 0.19-0.28 a policy answering one digit to every question scores here.
-    assert gap >= -noise, (ours, ref, gap, noise)
+    print(f"{algo}: final held-out accuracy ours {ours}, reference {ref}")
+    # Ours reaches what the reference reaches: our mean lies within the reference's range over the seeds,
+    # and well beyond the 0.19-0.28 a policy answering one digit to every question scores here.
+    assert min(ref) <= statistics.mean(ours) <= max(ref), (ours, ref)
     assert statistics.mean(ours) >= 0.4, ours
