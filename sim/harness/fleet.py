@@ -87,6 +87,24 @@ def sim_cannot_pass(run_dir: Path, *, os_prereqs_repo: str | None = None,
     return out
 
 
+def host_bound_profile(out: Path, profile: str = "atlas-800t-a2") -> Path:
+    """A profile for simulated nodes, written to `out`: the bundled `profile` with what a node of this
+    machine cannot have relaxed to what it has. The nodes' hard limits and disk are this host's, not a
+    server's: without CAP_SYS_RESOURCE limits.d's nofile 1048576 cannot take effect in a node (a login
+    keeps pam's soft 1024), memlock stops at the host's hard limit, and a node's checkpoint directory lies
+    on this machine's disk. Named by an inventory's ascend_check_profile, ascend-check judges the nodes by
+    it from the controller, and python_env records it on each node for the single-node preflight."""
+    from ascend_ready.checks.profile import load_profile
+
+    memlock = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    data = load_profile(profile).model_dump(mode="json")
+    data.update(nofile_min=1024, min_disk_free_gb=1,
+                memlock_min_kb=None if memlock == resource.RLIM_INFINITY else memlock // 1024)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(data))
+    return out
+
+
 DEVICES = {"atlas-800t-a2": 8, "atlas-800t-a3": 16, "atlas-300i-duo": 0}
 #: device d's NICs share 192.168.d.0/24 across the simulated fleet
 DEVICE_NET = "192.168.{dev}.0/24"
