@@ -51,14 +51,6 @@ for _ in $(seq 100); do (: <"/dev/tcp/$HOST_IP/$MIRROR_PORT") 2>/dev/null && bre
 ASCEND_DEMO_OS_PREREQS_REPO="[trusted=yes] http://$HOST_IP:$MIRROR_PORT/ ./" bash playbooks/demo-provision.sh
 echo "-- provisioned   (${SECONDS}s)"
 INVENTORY=$(cat "$ASCEND_SIM_RUN_DIR/provision/inventory.path")
-# The simulated nodes run on this machine: their hard limits and disk are this host's, not a server's.
-# A profile for them says so (the bundled Atlas 800T A2 profile with those thresholds relaxed:
-# sim/harness/fleet.py host_bound_profile); the inventory's group_vars point ascend-check, and so
-# ascend-train's preflight gate, at it.
-"$BIN/python" -c 'import sys; from pathlib import Path; from ascend_ready.sim.harness.fleet import host_bound_profile
-host_bound_profile(Path(sys.argv[1]))' "$ASCEND_SIM_RUN_DIR/provision/sim-a2-profile.yml"
-echo "ascend_check_profile: $ASCEND_SIM_RUN_DIR/provision/sim-a2-profile.yml" \
-  >> "$(dirname "$INVENTORY")/group_vars/ascend_nodes.yml"
 "$BIN/ascend-sim" exec node01 -- npu-smi info | head -n 9
 
 step "3/5 preflight: ascend-check -i $INVENTORY"

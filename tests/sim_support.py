@@ -128,12 +128,9 @@ def provisioned_cluster(run_dir: str, subnet: str, count: int, profiles: str,
         fleet.preinstall_net_tools(c.run_dir)
         mirror = served_apt_mirror(c, work / "apt") if os_prereqs else contextlib.nullcontext(None)
         with mirror as repo:
+            spec = fleet.host_bound_profile(work / "sim-profile.yml") if check_profile else None
             inventory = fleet.write_inventory(c.run_dir, work / "inventory", packages, stack, training=True,
-                                              os_prereqs_repo=repo)
-            if check_profile:
-                spec = fleet.host_bound_profile(work / "sim-profile.yml")
-                with open(inventory.parent / "group_vars" / "ascend_nodes.yml", "a") as f:
-                    f.write(f"ascend_check_profile: {spec}\n")
+                                              os_prereqs_repo=repo, check_profile=spec)
             bindir = Path(sys.executable).parent
             env = {**os.environ, "ANSIBLE_CONFIG": str(playbooks / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
                    "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
