@@ -79,7 +79,8 @@ def _target_options(fn):
         click.option(
             "--profile",
             metavar="FILE|NAME",
-            help="Hardware profile (bundled name or file); default: per host from the inventory, "
+            help="Hardware profile (bundled name or file); default: per host from the inventory; on this "
+            "node (no --hosts, no -i) the one provisioning recorded, /etc/ascend-ready/profile.yml; "
             "else atlas-800t-a2.",
         ),
         click.option(
@@ -238,11 +239,17 @@ def _options(p: dict):
         known_hosts_file=p["known_hosts"],
         ssh_config_file=p["ssh_config"],
     )
+    profile = p["profile"]
+    if profile is None and p.get("hosts") is None and not p.get("inventory"):
+        from ascend_ready.checks.profile import NODE_PROFILE
+
+        # this node, provisioned: the thresholds the playbook recorded for it (its inventory's profile)
+        profile = NODE_PROFILE if Path(NODE_PROFILE).is_file() else None
     return PreflightOptions(
         tier=p["tier"],
         select=p["select"],
         skip=p["skip"],
-        profile=p["profile"],
+        profile=profile,
         training_user=p["training_user"],
         python=p["python"],
         fanout=fanout,

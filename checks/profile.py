@@ -15,10 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ascend_ready.checks.parsers.lspci import npu_device_ids
 from ascend_ready.errors import ConfigError
 
-__all__ = ["BUNDLED_DIR", "DEFAULT_PROFILE", "HardwareProfile", "bundled_profiles", "load_profile"]
+__all__ = [
+    "BUNDLED_DIR", "DEFAULT_PROFILE", "NODE_PROFILE", "HardwareProfile", "bundled_profiles", "load_profile",
+]
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "profiles"
 DEFAULT_PROFILE = "atlas-800t-a2"
+#: the profile the provisioning left on a node (python_env): what the controller's `ascend-check -i` judges
+#: that node by, so the node's own ascend-check (the single-node preflight) judges by it too
+NODE_PROFILE = "/etc/ascend-ready/profile.yml"
 
 #: Link types `npu-smi info -t topo` prints between two chips (its legend): HCCS, HCCS through a
 #: switch, the SIO die-to-die bus, and the PCIe paths PIX/PXB/PHB/SYS.

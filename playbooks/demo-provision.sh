@@ -28,8 +28,12 @@ if [ -n "${ASCEND_DEMO_OS_PREREQS_REPO:-}" ]; then
   echo "== RHEL-family nodes: os_prereqs' RPMs, installed by the harness from the same mirror (sim/harness/rpm_prereqs.py)   (${SECONDS}s)"
   "$BIN/python" -m ascend_ready.sim.harness.rpm_prereqs install --source "$ASCEND_DEMO_OS_PREREQS_REPO" --run-dir "$RUN_DIR"
 fi
+# The simulated nodes run on this machine: their hard limits and disk are this host's, not a server's.
+# A profile for them says so (the bundled Atlas 800T A2 profile with those thresholds relaxed: fleet.py
+# host_bound_profile); the inventory's ascend_check_profile names it, so ascend-check -i, ascend-train's
+# preflight gate and each node's own ascend-check (python_env records it there) judge by it.
 INVENTORY=$("$BIN/python" -m ascend_ready.sim.harness.fleet "$WORK/inventory" --packages "$WORK/packages" --stack "$STACK" \
-  --run-dir "$RUN_DIR" --training "${mirror[@]}")
+  --run-dir "$RUN_DIR" --training --host-bound-profile "${mirror[@]}")
 
 echo "$INVENTORY" > "$WORK/inventory.path"
 export PATH="$BIN:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg"

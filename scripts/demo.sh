@@ -51,22 +51,6 @@ for _ in $(seq 100); do (: <"/dev/tcp/$HOST_IP/$MIRROR_PORT") 2>/dev/null && bre
 ASCEND_DEMO_OS_PREREQS_REPO="[trusted=yes] http://$HOST_IP:$MIRROR_PORT/ ./" bash playbooks/demo-provision.sh
 echo "-- provisioned   (${SECONDS}s)"
 INVENTORY=$(cat "$ASCEND_SIM_RUN_DIR/provision/inventory.path")
-# The simulated nodes run on this machine: their hard limits and disk are this host's, not a server's.
-# A profile for them says so (the bundled Atlas 800T A2 profile with those thresholds relaxed); the
-# inventory's group_vars point ascend-check, and so ascend-train's preflight gate, at it.
-"$BIN/python" - "$ASCEND_SIM_RUN_DIR/provision/sim-a2-profile.yml" <<'PY'
-import resource, sys, yaml
-from ascend_ready.checks.profile import load_profile
-memlock = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
-data = load_profile("atlas-800t-a2").model_dump()
-# No CAP_SYS_RESOURCE on this host: limits.d's nofile 1048576 cannot take effect in a node, and a
-# login keeps pam's soft 1024 (tests/checks make os.nofile fail and pass on purpose instead).
-data.update(nofile_min=1024, min_disk_free_gb=1,
-            memlock_min_kb=None if memlock == resource.RLIM_INFINITY else memlock // 1024)
-yaml.safe_dump(data, open(sys.argv[1], "w"))
-PY
-echo "ascend_check_profile: $ASCEND_SIM_RUN_DIR/provision/sim-a2-profile.yml" \
-  >> "$(dirname "$INVENTORY")/group_vars/ascend_nodes.yml"
 "$BIN/ascend-sim" exec node01 -- npu-smi info | head -n 9
 
 step "3/5 preflight: ascend-check -i $INVENTORY"

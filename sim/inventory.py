@@ -32,7 +32,8 @@ def ssh_options(cluster: Cluster) -> list[str]:
 def ini(cluster: Cluster) -> str:
     """The inventory. The profile is a group variable of one group per hardware model, written before
     [ascend_nodes]: an operator's own `ascend_check_profile` in group_vars/ascend_nodes.yml (a relaxed
-    profile for this machine, as scripts/demo.sh writes) or in host_vars/ still wins over it."""
+    profile for this machine) or in host_vars/ (where harness/fleet.py's --host-bound-profile puts it)
+    still wins over it."""
     lines = ["# Ansible inventory of the simulated Ascend cluster (written by ascend-sim; do not edit)"]
     for hardware in dict.fromkeys(n.hardware for n in cluster.nodes):
         group = hardware_group(hardware)

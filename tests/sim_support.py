@@ -105,11 +105,15 @@ NODE_PYTHON = f"/home/ascend/venvs/ascend-{TRAINING_STACK}/bin/python"
 
 @contextlib.contextmanager
 def provisioned_cluster(run_dir: str, subnet: str, count: int, profiles: str,
-                        stack: str = TRAINING_STACK) -> Iterator[tuple[object, object]]:
+                        stack: str = TRAINING_STACK, *, os_prereqs: bool = False,
+                        check_profile: bool = False) -> Iterator[tuple[object, object]]:
     """cluster_up, then playbooks/site.yml as `make demo` runs it, with the training environment: each
     node's venv `~ascend/venvs/ascend-<stack>` holds ascend-ready and what the job imports, and the
     controller's checkout is not lent, as on a real rack. Yields (cluster, the provisioned inventory:
-    stack_id and ascend_training_user set, so ascend-train and ascend-check use that venv)."""
+    stack_id and ascend_training_user set, so ascend-train and ascend-check use that venv).
+    `os_prereqs`: play 2's os_prereqs too, from an apt mirror served to the nodes (served_apt_mirror: apt
+    nodes only), as `make demo` does, so the nodes get the kernel headers; `check_profile`: the inventory
+    names fleet.host_bound_profile as ascend_check_profile (the nodes' limits and disk are this host's)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -122,17 +126,52 @@ def provisioned_cluster(run_dir: str, subnet: str, count: int, profiles: str,
         work = c.run_dir / "provision"
         packages = build(work / "packages", [stack], os.uname().machine, training=True)
         fleet.preinstall_net_tools(c.run_dir)
-        inventory = fleet.write_inventory(c.run_dir, work / "inventory", packages, stack, training=True)
-        bindir = Path(sys.executable).parent
-        env = {**os.environ, "ANSIBLE_CONFIG": str(playbooks / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
-               "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
-        play = subprocess.run([str(bindir / "ansible-playbook"), "-i", str(inventory), "site.yml",
-                               "--skip-tags", "os_prereqs"], cwd=playbooks, env=env, capture_output=True,
-                              text=True, timeout=1800, check=False)
+        mirror = served_apt_mirror(c, work / "apt") if os_prereqs else contextlib.nullcontext(None)
+        with mirror as repo:
+            spec = fleet.host_bound_profile(work / "sim-profile.yml") if check_profile else None
+            inventory = fleet.write_inventory(c.run_dir, work / "inventory", packages, stack, training=True,
+                                              os_prereqs_repo=repo, check_profile=spec)
+            bindir = Path(sys.executable).parent
+            env = {**os.environ, "ANSIBLE_CONFIG": str(playbooks / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+                   "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
+            skip = [] if os_prereqs else ["--skip-tags", "os_prereqs"]
+            play = subprocess.run([str(bindir / "ansible-playbook"), "-i", str(inventory), "site.yml", *skip],
+                                  cwd=playbooks, env=env, capture_output=True, text=True, timeout=1800,
+                                  check=False)
         if play.returncode != 0:
             pytest.fail(f"provisioning the training cluster failed (rc {play.returncode}):\n"
                         f"{(play.stdout + play.stderr)[-4000:]}")
         yield c, inventory
+
+
+@contextlib.contextmanager
+def served_apt_mirror(cluster, out) -> Iterator[str]:
+    """sim.harness.apt_mirror's repository built in `out` and served over HTTP on the cluster's host
+    address (the nodes reach nothing else): yields the apt source line for os_prereqs_repo; skips the
+    test, saying why, where the Debian packages cannot be downloaded."""
+    import socket
+    import subprocess
+    import sys
+
+    from ascend_ready.sim.harness import apt_mirror
+
+    try:
+        apt_mirror.build(out)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"cannot download the Debian packages for the mirror: {exc.stderr!r}")
+    host_ip = cluster.net.host_ip
+    with socket.socket() as s:
+        s.bind((host_ip, 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", host_ip,
+                               "--directory", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: socket.create_connection((host_ip, port), timeout=0.5).close() or True, 30,
+                 f"the mirror's HTTP server on {host_ip}:{port}", interval=0.1, ignore=(OSError,))
+        yield f"[trusted=yes] http://{host_ip}:{port}/ ./"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def node_run(cluster, name: str, *argv: str, timeout: float = 30):

@@ -87,6 +87,24 @@ def sim_cannot_pass(run_dir: Path, *, os_prereqs_repo: str | None = None,
     return out
 
 
+def host_bound_profile(out: Path, profile: str = "atlas-800t-a2") -> Path:
+    """A profile for simulated nodes, written to `out`: the bundled `profile` with what a node of this
+    machine cannot have relaxed to what it has. The nodes' hard limits and disk are this host's, not a
+    server's: without CAP_SYS_RESOURCE limits.d's nofile 1048576 cannot take effect in a node (a login
+    keeps pam's soft 1024), memlock stops at the host's hard limit, and a node's checkpoint directory lies
+    on this machine's disk. Named by an inventory's ascend_check_profile, ascend-check judges the nodes by
+    it from the controller, and python_env records it on each node for the single-node preflight."""
+    from ascend_ready.checks.profile import load_profile
+
+    memlock = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    data = load_profile(profile).model_dump(mode="json")
+    data.update(nofile_min=1024, min_disk_free_gb=1,
+                memlock_min_kb=None if memlock == resource.RLIM_INFINITY else memlock // 1024)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(data))
+    return out
+
+
 DEVICES = {"atlas-800t-a2": 8, "atlas-800t-a3": 16, "atlas-300i-duo": 0}
 #: device d's NICs share 192.168.d.0/24 across the simulated fleet
 DEVICE_NET = "192.168.{dev}.0/24"
@@ -153,8 +171,10 @@ def host_vars(nodes: list[dict]) -> dict[str, dict]:
 
 
 def write_inventory(run_dir: Path, out: Path, packages: Path, stack: str, *,
-                    os_prereqs_repo: str | None = None, training: bool = False) -> Path:
-    """out/hosts.ini (the simulator's inventory), out/group_vars/, out/host_vars/; returns hosts.ini."""
+                    os_prereqs_repo: str | None = None, training: bool = False,
+                    check_profile: Path | None = None) -> Path:
+    """out/hosts.ini (the simulator's inventory), out/group_vars/, out/host_vars/; returns hosts.ini.
+    `check_profile`: each node's ascend_check_profile (host_bound_profile)."""
     nodes = json.loads((run_dir / "cluster.json").read_text())["nodes"]
     shutil.rmtree(out, ignore_errors=True)
     (out / "group_vars").mkdir(parents=True)
@@ -163,6 +183,10 @@ def write_inventory(run_dir: Path, out: Path, packages: Path, stack: str, *,
     values = group_vars(packages, stack, run_dir=run_dir, os_prereqs_repo=os_prereqs_repo, training=training)
     (out / "group_vars" / "ascend_nodes.yml").write_text(yaml.safe_dump(values))
     for name, values in host_vars(nodes).items():
+        if check_profile is not None:
+            # a host variable: beats the simulator's per-hardware group (inventory.ini) in Ansible, whose
+            # sibling groups merge by name, and in ascend-check alike
+            values["ascend_check_profile"] = str(check_profile)
         (out / "host_vars" / f"{name}.yml").write_text(yaml.safe_dump(values))
     return out / "hosts.ini"
 
@@ -200,11 +224,16 @@ def main() -> None:
     parser.add_argument("--os-prereqs-repo", help="apt source line of a mirror the nodes reach (apt_mirror)")
     parser.add_argument("--training", action="store_true",
                         help="install ascend-ready and the training job's wheels (build_packages --training)")
+    parser.add_argument("--host-bound-profile", action="store_true",
+                        help="judge the nodes by host_bound_profile (written beside OUT_DIR): each node's "
+                             "ascend_check_profile, which python_env records on the node")
     args = parser.parse_args()
     if not args.no_net_tools:
         preinstall_net_tools(args.run_dir)
+    profile = host_bound_profile(args.out.parent / "sim-profile.yml") if args.host_bound_profile else None
     print(write_inventory(args.run_dir, args.out, args.packages.resolve(), args.stack,
-                          os_prereqs_repo=args.os_prereqs_repo, training=args.training))
+                          os_prereqs_repo=args.os_prereqs_repo, training=args.training,
+                          check_profile=profile))
 
 
 if __name__ == "__main__":

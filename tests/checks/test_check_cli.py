@@ -389,3 +389,27 @@ def test_interrupt_exits_130_and_errors_never_show_a_traceback(runner, tmp_path,
     assert missing.exit_code == 2 and "error: KIND and FILE are required" in missing.stderr
     usage = runner.invoke(main, ["collect"])
     assert usage.exit_code == 2 and "missing option '-o'" in usage.output
+
+
+def test_this_node_is_judged_by_the_profile_provisioning_recorded(runner, tmp_path, monkeypatch):
+    import yaml
+
+    from ascend_ready.checks import profile as profiles
+
+    def disk_free(*args: str) -> str:
+        result = runner.invoke(main, [*args, "--select", "os.disk_free", "--format", "json"])
+        assert result.exit_code in (0, 1), result.output
+        return json.loads(result.stdout)["results"][0]["status"]
+
+    def recorded(name: str, min_gb: float) -> str:
+        data = profiles.load_profile(None).model_dump(mode="json")
+        data.update(checkpoint_dir=str(tmp_path), min_disk_free_gb=min_gb)
+        (tmp_path / name).write_text(yaml.safe_dump(data))
+        return str(tmp_path / name)
+
+    monkeypatch.setattr(profiles, "NODE_PROFILE", recorded("node.yml", 1e9))
+    assert disk_free() == "fail"  # no disk has 1e9 GB free: the node's file set the threshold
+    monkeypatch.setattr(profiles, "NODE_PROFILE", recorded("node.yml", 0))
+    assert disk_free() == "pass"
+    # --profile beats it
+    assert disk_free("--profile", recorded("given.yml", 1e9)) == "fail"

@@ -6,14 +6,8 @@ ascend_ready.sim.harness.apt_mirror), then the whole site.yml with a CANN 8.5 st
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-
 import pytest
-from sim_support import wait_for
-
-from ascend_ready.sim.harness import apt_mirror
+from sim_support import served_apt_mirror
 
 from .conftest import STACK, sim_fleet
 
@@ -23,34 +17,15 @@ WANTED = ("make", "dkms", "gcc", "g++", "pciutils", "net-tools", "python3-venv")
 STACK_85 = "cann-8.5.0-torch-2.9.0"
 
 
-def _apt_mirror():
-    return apt_mirror
-
-
 @pytest.fixture(scope="module")
 def mirrored(fleet_factory, tmp_path_factory):
     fleet = fleet_factory("a2-ubuntu2204", 2, stacks=(STACK, STACK_85))
-    repo = tmp_path_factory.mktemp("apt") / "repo"
-    try:
-        _apt_mirror().build(repo)
-    except subprocess.CalledProcessError as exc:
-        pytest.skip(f"cannot download the Debian packages for the mirror: {exc.stderr!r}")
-    host_ip = fleet.cluster.net.host_ip
-    with socket.socket() as s:
-        s.bind((host_ip, 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", host_ip,
-                               "--directory", str(repo)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: socket.create_connection((host_ip, port), timeout=0.5).close() or True, 30,
-             f"the mirror's HTTP server on {host_ip}:{port}", interval=0.1, ignore=(OSError,))
-    group = sim_fleet.group_vars(fleet.packages, STACK, run_dir=fleet.cluster.run_dir,
-                                 os_prereqs_repo=f"[trusted=yes] http://{host_ip}:{port}/ ./")
-    fleet.write_inventory(group)
-    fleet.group_vars = group
-    yield fleet
-    server.terminate()
-    server.wait(timeout=10)
+    with served_apt_mirror(fleet.cluster, tmp_path_factory.mktemp("apt") / "repo") as repo:
+        group = sim_fleet.group_vars(fleet.packages, STACK, run_dir=fleet.cluster.run_dir,
+                                     os_prereqs_repo=repo)
+        fleet.write_inventory(group)
+        fleet.group_vars = group
+        yield fleet
 
 
 def test_ubuntu_node_gets_its_prerequisites_from_the_mirror(mirrored):

@@ -312,3 +312,26 @@ def test_cann_requirements_for_the_nodes_python_come_from_the_package_list():
     assert cann(["numpy<2,>=1.24", "scipy"], "3.13") == ["numpy>=1.24", "scipy"]
     assert cann(["numpy<2,>=1.24"], "3.12") == ["numpy<2,>=1.24"]
 
+
+
+def test_node_profile_is_what_the_controller_judges_the_node_by(tmp_path):
+    from ascend_ready.checks.profile import load_profile
+
+    recorded = filters.FilterModule().filters()["ascend_node_profile"]
+    # no ascend_check_profile: ascend-check's default, and a bundled name as ascend-check loads it
+    assert load_profile(_written(tmp_path / "a", recorded(""))) == load_profile(None)
+    assert load_profile(_written(tmp_path / "b", recorded("atlas-800t-a3"))) == load_profile("atlas-800t-a3")
+    # an operator's file with group overrides: the node's groups applied, as ascend-check -i applies them
+    own = load_profile("atlas-800t-a2").model_dump(mode="json")
+    own.update(min_disk_free_gb=7, overrides={"lab": {"min_disk_free_gb": 3}})
+    spec = _written(tmp_path / "own.yml", yaml.safe_dump(own))
+    in_groups = [load_profile(_written(tmp_path / name, recorded(spec, groups))).min_disk_free_gb
+                 for name, groups in (("c", ["ascend_nodes"]), ("d", ["ascend_nodes", "lab"]))]
+    assert in_groups == [7, 3]
+    with pytest.raises(AnsibleFilterError, match="no hardware profile 'atlas-9000'"):
+        recorded("atlas-9000")
+
+
+def _written(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)

@@ -236,3 +236,28 @@ def test_the_checkout_is_lent_to_nodes_only_on_request(monkeypatch):
     assert lent and (lent[0] / "pyproject.toml").is_file()
     monkeypatch.setenv("ASCEND_SIM_SHARED_FS", "0")
     assert sim.shared_checkout() == []
+
+
+def test_a_host_bound_profile_is_each_nodes_own_check_profile(tmp_path):
+    """write_inventory(check_profile=...) names it per host: a host variable beats the simulator's
+    per-hardware group (ascend_check_profile=atlas-800t-a2 in inventory.ini) in Ansible and ascend-check."""
+    import json
+
+    import yaml
+
+    from ascend_ready.checks.profile import load_profile
+    from ascend_ready.sim.harness import fleet
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "cluster.json").write_text(json.dumps({"nodes": [
+        {"name": "node01", "index": 1, "hardware": "atlas-800t-a2", "os": "ubuntu2204"}]}))
+    (run_dir / "inventory.ini").write_text("[ascend_nodes]\nnode01\n")
+    profile = fleet.host_bound_profile(tmp_path / "sim-profile.yml")
+    assert load_profile(str(profile)).min_disk_free_gb == 1
+    hosts = fleet.write_inventory(run_dir, tmp_path / "inv", tmp_path / "pkgs", "cann-8.2.RC1-torch-2.6.0",
+                                  check_profile=profile)
+    node = yaml.safe_load((hosts.parent / "host_vars" / "node01.yml").read_text())
+    assert node["ascend_check_profile"] == str(profile)
+    group = yaml.safe_load((hosts.parent / "group_vars/ascend_nodes.yml").read_text())
+    assert "ascend_check_profile" not in group

@@ -206,6 +206,24 @@ def training_requirements(enabled) -> list[str]:
     return [own.replace(PROJECT, f"{PROJECT}[{TRAINING_EXTRA}]", 1), *deps]
 
 
+def node_profile(spec: str | None, groups=()) -> str:
+    """The hardware profile ascend-check judges a node by from the controller (`spec`: the inventory's
+    ascend_check_profile, a bundled name or a file here; empty: ascend-check's default) with the overrides
+    of the node's groups applied, as the YAML python_env leaves on the node: its own ascend-check (the
+    single-node preflight of ascend-train) then judges by the same thresholds."""
+    _need_package()
+    import yaml
+
+    from ascend_ready.checks.profile import load_profile
+    from ascend_ready.errors import ConfigError
+
+    try:
+        profile = load_profile(str(spec) if spec else None).for_groups([str(g) for g in groups])
+    except ConfigError as exc:
+        raise AnsibleFilterError(f"ascend_check_profile: {exc.message}") from None
+    return yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -219,4 +237,5 @@ class FilterModule:
             "ascend_hccn_settings": hccn_settings,
             "ascend_cann_requirements": cann_requirements,
             "ascend_training_requirements": training_requirements,
+            "ascend_node_profile": node_profile,
         }
