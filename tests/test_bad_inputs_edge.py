@@ -211,8 +211,8 @@ def listing(root: Path) -> list[str]:
      "`ascend-train grpo ... --resume`"),
     ("grpo -c tiny max_steps=12", "--resume: max_steps=12 is below the checkpoint's step 21",
      "give max_steps=22 or more"),
-    ("grpo -c tiny max_steps=30 model.tiny.hidden_size=128",
-     "the config does not match {ckpt}'s: model.tiny.hidden_size was 64, is now 128",
+    ("grpo -c tiny max_steps=30 model.tiny.hidden_size=256",
+     "the config does not match {ckpt}'s: model.tiny.hidden_size was 128, is now 256",
      "resume with the config the run was started with"),
 ])
 def test_resume_refuses_another_run_before_anything_is_written(run, tmp_path, args, error, hint):

@@ -135,4 +135,8 @@ def test_ppo_refusals_and_dropped_defaults_are_said():
     with pytest.raises(ConfigError, match=r"ppo\.critic: not supported by verl"):
         translate("tiny", "ppo", ("launch.device=npu", "ppo.critic=shared"))
     notes = vo.dropped_defaults(load_config("tiny"), "ppo")
-    assert any("missing_eos_penalty 1.0" in n for n in notes) and any("separate critic" in n for n in notes)
+    assert any("separate critic" in n for n in notes)
+    # the tiny config sets the penalty (off: its answers are one token), so it is no default left unsaid
+    assert not any("missing_eos_penalty" in n for n in notes)
+    notes = vo.dropped_defaults(load_config("ppo-qwen3-lora"), "ppo")  # the penalty left at our default
+    assert any("missing_eos_penalty 1.0" in n for n in notes) and any("lora.dropout 0.05" in n for n in notes)
