@@ -14,10 +14,9 @@ from pathlib import Path
 
 from ascend_ready.fleet.devices import Runtime, require
 from ascend_ready.training.config import TrainConfig
-from ascend_ready.training.data import load_prompts, preference_rows
-from ascend_ready.training.metrics import MetricsLogger
-from ascend_ready.training.models import load_tokenizer, model_dir, peft_config
-from ascend_ready.training.trl_glue import AscendCallback, resume_point, run_trainer, training_arguments
+from ascend_ready.training.data import preference_rows
+from ascend_ready.training.models import peft_config
+from ascend_ready.training.trl_glue import AscendCallback, run_trainer, start, training_arguments
 
 
 def pairwise_accuracy(model, tokenizer, pairs: list[dict]) -> float:
@@ -42,11 +41,8 @@ def pairwise_accuracy(model, tokenizer, pairs: list[dict]) -> float:
 
 def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False) -> dict:
     trl, datasets, transformers = require("trl"), require("datasets"), require("transformers")
-    resume_from, resume_step = resume_point(output_dir, resume)
-    logger = MetricsLogger(output_dir, enabled=rt.is_main, resume_step=resume_step, max_steps=cfg.max_steps)
-    path = model_dir(cfg, output_dir, rt)
-    tokenizer = load_tokenizer(path)
-    prompts = load_prompts(cfg.data, cfg.seed)
+    begin = start(cfg, rt, output_dir, resume)
+    logger, path, tokenizer, prompts = begin.logger, begin.model_path, begin.tokenizer, begin.prompts
     eval_pairs = preference_rows(prompts.eval[: cfg.eval_max_examples], cfg.seed + 1)
     model = transformers.AutoModelForSequenceClassification.from_pretrained(
         str(path), num_labels=1, dtype="bfloat16" if rt.bf16 else "float32"
@@ -66,4 +62,4 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
         peft_config=peft_config(cfg.model.lora, "SEQ_CLS"),
         callbacks=[callback],
     )
-    return run_trainer(trainer, callback, cfg, rt, output_dir, resume_from, logger)
+    return run_trainer(trainer, callback, cfg, rt, output_dir, begin.resume_from, logger)

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.fleet.devices import OOM_HINT, Runtime, is_oom, require
 from ascend_ready.training.checkpoint import commit_checkpoint, latest_checkpoint, read_marker
 from ascend_ready.training.config import TrainConfig
+from ascend_ready.training.data import PromptSet, load_prompts
 from ascend_ready.training.metrics import PLOT_FILE, MetricsLogger, finite, plot_metrics
+from ascend_ready.training.models import load_tokenizer, model_dir
 
 CHECKPOINT_DIR = "checkpoints"
 FINAL_DIR = "final"
@@ -156,6 +159,26 @@ class AscendCallback(require("transformers").TrainerCallback):
     def on_train_end(self, args, state, control, model=None, **kw):
         if self.bad_step is None:
             self._eval(state, model)
+
+
+@dataclass
+class Start:
+    """What a TRL entrypoint (sft.py, rm.py) has before it builds its trainer."""
+
+    resume_from: Path | None
+    logger: MetricsLogger
+    model_path: Path
+    tokenizer: object
+    prompts: PromptSet
+
+
+def start(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool) -> Start:
+    """The checkpoint to resume from, the metrics logger that continues its rows, the model (made or found),
+    its tokenizer and the prompts: the same first steps for every TRL entrypoint."""
+    resume_from, resume_step = resume_point(output_dir, resume)
+    logger = MetricsLogger(output_dir, enabled=rt.is_main, resume_step=resume_step, max_steps=cfg.max_steps)
+    path = model_dir(cfg, output_dir, rt)
+    return Start(resume_from, logger, path, load_tokenizer(path), load_prompts(cfg.data, cfg.seed))
 
 
 def resume_point(output_dir: Path, resume: bool) -> tuple[Path | None, int | None]:
