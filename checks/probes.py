@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 from ascend_ready.checks.snapshot import ProbeResult
+from ascend_ready.fleet.become import LOGIN_SHELL_FUNCTION
 
 __all__ = [
     "FOREACH",
@@ -277,9 +278,7 @@ _ok() { case $_H in *" $2 "*) printf '%s N %s tool %s\n' @N@ "$1" "$2"; return 1
     printf '%s N %s budget %s %s\n' @N@ "$1" "$2" "$_LS"; return 1; fi; }
 _share() { [ -n "$_D" ] || return 0; _now; _LS=$(( (_D - _t) / $1 ))
   [ "$_LS" -gt 0 ] || _LS=0; _L=$(( _t + _LS )); }
-_as() { if [ "$_ME" = "$1" ]; then "${SHELL:-/bin/sh}" -lc "$2"
-  elif [ "$_UID" = 0 ]; then su - "$1" -c "$2"
-  else echo "ascend-check: need root or user '$1' to read its environment" >&2; return 125; fi; }
+@AS@
 _tail() { _rc=$1; [ -z "$_x" ] || [ "$_tl" = - ] || _H="$_H$_tl "; _now; printf '
 %s O %s %s %s
 ' @N@ "$_id" "$_rc" $(( _t - _a ))
@@ -309,6 +308,8 @@ _co() { command -v dd >/dev/null 2>&1 || exec cat
   done; }
 _fin() { : >"$_T/done"; { read -r _c <"$_T/co.pid"; } 2>/dev/null && kill -USR1 "$_c" 2>/dev/null; }
 """
+#: `_as USER CMD`: a probe as the training user, as fleet/become.py writes it for every path
+_RUNTIME = _RUNTIME.replace("@AS@", LOGIN_SHELL_FUNCTION)
 
 
 def build_script(

@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from ascend_ready.errors import ConfigError
+from ascend_ready.fleet.become import as_user
 from ascend_ready.fleet.job import GRACE_S
 from ascend_ready.fleet.transport import Target
 
@@ -192,15 +193,6 @@ def job_marker(plan: JobPlan, host: HostPlan) -> str:
     """The ASCEND_TRAIN_JOB value of one node's processes: the run and the host, so that two "nodes" on
     one machine (local tests, a controller that is also a node) never stop each other's processes."""
     return f"{plan.run_id}.{host.name}"
-
-
-def as_user(script: str, training_user: str | None, login_user: str | None) -> str:
-    """`/bin/sh -c SCRIPT`, through `sudo -n -u USER` where the training user is not the SSH user (the
-    Ray cluster of --engine verl starts the same way)."""
-    shell = f"/bin/sh -c {_q(script)}"
-    if training_user and training_user != login_user:
-        return f"sudo -n -H -u {_q(training_user)} -- {shell}"
-    return shell
 
 
 def remote_command(host: HostPlan, plan: JobPlan) -> str:

@@ -1,10 +1,12 @@
 """Sessions to the nodes of a job: one per node, SSH through fleet/transport.py (or this machine itself),
-to capture a short command, start a long one (fleet/job.py runs a job on them) and copy files.
+to run a short command (`run`: fleet/command.py's one result shape), start a long one (fleet/job.py runs
+a job on them) and copy files; either as another user, through fleet/become.py.
 """
 
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import secrets
 import shutil
@@ -14,7 +16,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
 from ascend_ready.errors import HostUnreachable
-from ascend_ready.fleet.transport import FanoutOptions, Target, ssh_client
+from ascend_ready.fleet.become import Become
+from ascend_ready.fleet.command import GRACE_S, TIMEOUT_RC, CommandResult, bounded
+from ascend_ready.fleet.transport import FanoutOptions, Target, _kill_session, _kill_tree, ssh_client
 
 __all__ = ["LocalSession", "Remote", "Session", "SshSession", "open_sessions"]
 
@@ -33,11 +37,19 @@ class Remote:
 
 
 class Session:
-    """One node's connection: capture a short command, start a long one, copy files."""
+    """One node's connection: run a short command, start a long one, copy files. `login_user` is whom the
+    connection runs as; `user=` on run/start becomes another (fleet/become.py)."""
 
     name: str
+    login_user: str | None = None
 
-    def capture(self, command: str, timeout_s: float) -> tuple[int, str]:
+    def as_user(self, command: str, user: str | None) -> str:
+        """`command` (a shell command line) as `user` where that is not the login user."""
+        return Become(user or "").command(command, self.login_user)
+
+    def run(self, command: str, timeout_s: float, *, user: str | None = None) -> CommandResult:
+        """A short shell command, stdout and stderr apart; stopped on the node after `timeout_s` (then
+        rc 124 and timed_out)."""
         raise NotImplementedError
 
     def start(self, command: str) -> Remote:
@@ -103,16 +115,22 @@ class LocalSession(Session):
 
     def __init__(self, name: str):
         self.name = name
+        self.login_user = getpass.getuser()
 
-    def capture(self, command: str, timeout_s: float) -> tuple[int, str]:
+    def run(self, command: str, timeout_s: float, *, user: str | None = None) -> CommandResult:
         import subprocess
 
+        # a session of its own: at the time limit the whole of it goes, as the batch's does (transport)
+        proc = subprocess.Popen(["/bin/sh", "-c", self.as_user(command, user)], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         try:
-            p = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True,
-                               timeout=timeout_s, check=False)
+            out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            return 124, ""
-        return p.returncode, p.stdout + p.stderr
+            _kill_tree(proc.pid)
+            _kill_session(proc.pid)
+            out, err = proc.communicate()
+            return CommandResult(TIMEOUT_RC, out.decode(errors="replace"), err.decode(errors="replace"), True)
+        return CommandResult(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
 
     def start(self, command: str) -> Remote:
         return LocalRemote(command)
@@ -172,6 +190,7 @@ class SshRemote(Remote):
 class SshSession(Session):
     def __init__(self, name: str, client):
         self.name, self.client = name, client
+        self.login_user = getattr(client, "_ascend_user", None)
         self._sftp = None
         client.get_transport().set_keepalive(5)
 
@@ -182,23 +201,30 @@ class SshSession(Session):
             self._sftp.get_channel().settimeout(60.0)  # a node gone mid-copy fails the copy, not the run
         return self._sftp
 
-    def capture(self, command: str, timeout_s: float) -> tuple[int, str]:
+    def run(self, command: str, timeout_s: float, *, user: str | None = None) -> CommandResult:
         chan = self.client.get_transport().open_session(timeout=10)
-        chan.set_combine_stderr(True)
-        chan.exec_command(command)
+        # the node stops it at timeout_s (bounded); the controller waits the node's grace on top
+        chan.exec_command(bounded(self.as_user(command, user), timeout_s))
         chan.shutdown_write()
-        deadline, chunks = time.monotonic() + timeout_s, []
+        deadline, out, err = time.monotonic() + timeout_s + GRACE_S + 2, [], []
+
+        def drain() -> None:
+            while chan.recv_ready():
+                out.append(chan.recv(1 << 16))
+            while chan.recv_stderr_ready():
+                err.append(chan.recv_stderr(1 << 16))
+
         while time.monotonic() < deadline:
-            if chan.recv_ready():
-                chunks.append(chan.recv(1 << 16))
-            elif chan.exit_status_ready():
-                while chan.recv_ready():
-                    chunks.append(chan.recv(1 << 16))
-                return chan.recv_exit_status(), b"".join(chunks).decode(errors="replace")
-            else:
-                time.sleep(0.02)
+            drain()
+            if chan.exit_status_ready():
+                drain()
+                rc = chan.recv_exit_status()
+                return CommandResult(rc, b"".join(out).decode(errors="replace"),
+                                     b"".join(err).decode(errors="replace"), rc in (TIMEOUT_RC, 137))
+            time.sleep(0.02)
         chan.close()
-        return 124, b"".join(chunks).decode(errors="replace")
+        return CommandResult(TIMEOUT_RC, b"".join(out).decode(errors="replace"),
+                             b"".join(err).decode(errors="replace"), True)
 
     def start(self, command: str) -> Remote:
         return SshRemote(self.client, command)

@@ -5,7 +5,7 @@ callers that hold a connection (fleet/sessions.py).
 SSH honours ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump), verifies host keys against
 known_hosts (trust-on-first-use only when asked), and never lets one slow or dead host hold up the run.
 A host that cannot be reached raises HostUnreachable. With ansible_become, a non-root SSH user's script
-runs through sudo (`_become`); a sudo that refuses is such a host error too, and then nothing runs.
+runs through sudo (fleet/become.py); a sudo that refuses is such a host error too, and then nothing runs.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import getpass
 import importlib
 import importlib.util
 import os
-import shlex
 import socket
 import subprocess
 import sys
@@ -28,12 +27,14 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from ascend_ready.errors import HostUnreachable
+from ascend_ready.fleet.become import BECOME_HINT, Become
 
 __all__ = [
     "LOCAL",
     "FanoutOptions",
     "OutputSink",
     "Target",
+    "become_of",
     "endpoint",
     "prepare",
     "run_script",
@@ -442,7 +443,7 @@ def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int 
         ) from None
     if jump_client is not None:
         client._ascend_jump = jump_client  # keep the hop alive as long as the client
-    client._ascend_user = user  # whom the batch runs as, unless it becomes another user (_become)
+    client._ascend_user = user  # whom the batch runs as, unless it becomes another user (become_of)
     return client
 
 
@@ -485,7 +486,8 @@ def _run_ssh(
 
     client = _connect(target, options, deadline)
     script, stream = script_now()
-    command, stdin_head = _become(target, client._ascend_user)
+    become = become_of(target)
+    command, stdin_head = become.stdin_shell(target.name, client._ascend_user)
     became = stdin_head is None  # no sudo: nothing to wait for before the batch's own output
     try:
         chan = client.get_transport().open_session(timeout=_left(deadline, options.connect_timeout_s))
@@ -500,15 +502,15 @@ def _run_ssh(
             except (TimeoutError, socket.timeout):  # noqa: UP041 - paramiko raises the socket alias
                 if time.monotonic() >= deadline:
                     raise HostUnreachable(f"{target.name}: sudo did not answer within the host deadline "
-                                          f"of {options.host_deadline_s:g} s", hint=_BECOME_HINT) from None
+                                          f"of {options.host_deadline_s:g} s", hint=BECOME_HINT) from None
                 continue
             if not data:
                 raise HostUnreachable(f"{target.name}: the become wrapper ended before sudo answered",
-                                      hint=_BECOME_HINT)
+                                      hint=BECOME_HINT)
             head += data
             if b"\n" in head:
                 line, _, rest = head.partition(b"\n")
-                _check_become(target, client._ascend_user, line.decode(errors="replace"))
+                become.check_answer(target.name, client._ascend_user, line.decode(errors="replace"))
                 became = True
                 stream.feed(rest)
         while not stream.complete:
@@ -536,60 +538,10 @@ def _run_ssh(
 
 # ---------------------------------------------------------------- become (sudo)
 
-#: The first line the become wrapper prints, before the batch's own output.
-_BECOME_OK = "ascend-check-become: ok"
-_BECOME_FAIL = "ascend-check-become: fail "
-_BECOME_HINT = (
-    "let the SSH user run sudo without a password (a NOPASSWD rule in /etc/sudoers.d/), or give the "
-    "become password (ansible_become_password in a vaulted file, or --ask-become-pass), or connect as "
-    "root (ansible_user=root)"
-)
 
-#: sudo's message on one line after the fail tag, then the wrapper ends (no batch ran).
-_FAIL_FN = f"""_f() {{ printf '{_BECOME_FAIL}%s\\n' "$(printf %s "$1" | tr '\\n' ' ')"; exit 0; }}"""
-#: Without a password: sudo -n, which fails at once rather than wait for a prompt nobody answers.
-_SUDO_N = f"""{_FAIL_FN}
-e=$(sudo -n -u "$1" -- true 2>&1) || _f "$e"
-echo '{_BECOME_OK}'; exec sudo -n -u "$1" -- /bin/sh -s"""
-#: With one: it comes as stdin's first line (`read` takes no more of stdin than that line). sudo -n
-#: first (a NOPASSWD rule or a cached timestamp: the password line must not reach the batch's shell),
-#: then the password checked once (-v), then the batch with the password in front of it (-k: sudo
-#: asks, so the line is sudo's, whatever the timestamp settings).
-_SUDO_S = f"""{_FAIL_FN}
-IFS= read -r _p
-if sudo -n -u "$1" -- true 2>/dev/null; then echo '{_BECOME_OK}'; exec sudo -n -u "$1" -- /bin/sh -s; fi
-e=$(printf '%s\\n' "$_p" | sudo -S -p '' -v 2>&1) || _f "$e"
-echo '{_BECOME_OK}'; {{ printf '%s\\n' "$_p"; exec cat; }} | sudo -S -k -p '' -u "$1" -- /bin/sh -s"""
-
-
-def _become(target: Target, login_user: str) -> tuple[str, bytes | None]:
-    """(the command the SSH session runs, what goes on stdin before the batch; None: no wrapper)."""
-    if not target.become or login_user == target.become_user:
-        return "/bin/sh -s", None
-    if target.become_password is None:
-        return f"/bin/sh -c {shlex.quote(_SUDO_N)} _ {shlex.quote(target.become_user)}", b""
-    if "\n" in target.become_password:
-        raise HostUnreachable(f"{target.name}: the become password holds a line break", hint=_BECOME_HINT)
-    head = target.become_password.encode() + b"\n"
-    return f"/bin/sh -c {shlex.quote(_SUDO_S)} _ {shlex.quote(target.become_user)}", head
-
-
-def _check_become(target: Target, login_user: str, line: str) -> None:
-    """The wrapper's first line: ok, or sudo's own message as a per-host error saying what to do."""
-    if line == _BECOME_OK:
-        return
-    why = " ".join(line[len(_BECOME_FAIL):].split()) if line.startswith(_BECOME_FAIL) else (
-        f"unexpected output {line!r}")
-    hint = _BECOME_HINT
-    if "tty" in why:
-        hint = f"allow sudo without a terminal for {login_user} (remove `Defaults requiretty` for it)"
-    elif "not found" in why:
-        hint = "install sudo on the node, or connect as root (ansible_user=root)"
-    elif "incorrect password" in why or "Sorry" in why:
-        hint = f"the become password is not {login_user}'s sudo password: fix ansible_become_password"
-    raise HostUnreachable(
-        f"{target.name}: sudo -u {target.become_user} as {login_user} failed: {why}; no probe ran", hint=hint
-    )
+def become_of(target: Target) -> Become:
+    """How `target`'s batch becomes its become user (fleet/become.py); needed() is False without one."""
+    return Become(target.become_user if target.become else "", target.become_password)
 
 
 @contextlib.contextmanager

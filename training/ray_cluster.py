@@ -1,9 +1,9 @@
 """A Ray cluster on the validated nodes of a launch spec, for verl: `ray start --head` on the master,
 `ray start --address` on the others, NPUs advertised as a resource, a bounded join wait, a clean teardown.
 
-Commands are built here and run through a `run(node, command, timeout_s) -> (rc, output)` callable (an SSH
-session in production, `runner(sessions)`; a fake in tests), so what each node runs can be shown
-(`--dry-run`) and checked.
+Commands are built here and run through a `run(node, command, timeout_s) -> CommandResult` callable (a
+session's short command in production, `runner(sessions)`; a fake in tests), so what each node runs can
+be shown (`--dry-run`) and checked.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.fleet.become import as_user
+from ascend_ready.fleet.command import CommandResult
 
-Runner = Callable[[str, str, float], tuple[int, str]]
+Runner = Callable[[str, str, float], CommandResult]
 T = TypeVar("T")
 RAY_PORT = 6379
 #: Ray's own accelerator manager counts Ascend NPUs under this resource name; verl asks for it
@@ -111,8 +113,6 @@ class RayCluster:
         return argv
 
     def _script(self, node: RayNode, body: list[str]) -> str:
-        from ascend_ready.fleet.plan import as_user
-
         q = shlex.quote
         lines = []
         if node.set_env:  # written for an interactive shell: sourced without -e or -u, as multinode does
@@ -219,7 +219,7 @@ def cluster_from_spec(hosts: Mapping[str, object], *, python: Mapping[str, str] 
 
 def runner(sessions: Mapping[str, object]) -> Runner:
     """`run(node, command, timeout_s)` over the multi-node launcher's sessions (fleet/sessions.py)."""
-    return lambda node, command, timeout_s: sessions[node].capture(command, timeout_s)
+    return lambda node, command, timeout_s: sessions[node].run(command, timeout_s)
 
 
 def _tail(text: str, chars: int = 400) -> str:
@@ -261,9 +261,10 @@ def start(cluster: RayCluster, run: Runner, *, join_timeout_s: float = 120.0,
     tried: list[RayNode] = []
     try:
         tried.append(cluster.head)
-        rc, out = run(cluster.head.name, cluster.start_command(cluster.head), START_TIMEOUT_S + 10)
-        if rc != 0:
-            raise TrainingError(f"ray start --head failed on {cluster.head.name} (exit {rc}): {_tail(out)}",
+        res = run(cluster.head.name, cluster.start_command(cluster.head), START_TIMEOUT_S + 10)
+        if res.rc != 0:
+            raise TrainingError(f"ray start --head failed on {cluster.head.name} (exit {res.rc}): "
+                                f"{_tail(res.output)}",
                                 hint=f"check Ray on {cluster.head.name} (`ray status` there: a Ray already "
                                      f"running holds port {cluster.port}) and /tmp/ray/session_latest/logs")
         log(f"ray: head {cluster.head.name} up at {cluster.address}")
@@ -272,7 +273,7 @@ def start(cluster: RayCluster, run: Runner, *, join_timeout_s: float = 120.0,
         tried += workers
         results = _on_each(workers, lambda n: run(n.name, cluster.start_command(n, join_timeout_s),
                                                   join_timeout_s + 10))
-        hung = [(n, out) for n, (rc, out) in zip(workers, results, strict=True) if rc == 124]
+        hung = [(n, r.output) for n, r in zip(workers, results, strict=True) if r.rc == 124]
         if hung:
             raise TrainingError(
                 "ray: " + "; ".join(f"{n.name} did not join {cluster.address} within {join_timeout_s:g} s: "
@@ -280,7 +281,7 @@ def start(cluster: RayCluster, run: Runner, *, join_timeout_s: float = 120.0,
                 hint=f"check that {', '.join(n.name for n, _ in hung)} reach {cluster.address} over "
                      f"{hung[0][0].nic or 'the NIC'} (a firewall: Ray's port {cluster.port} and the raylets' "
                      "ports), then rerun")
-        failed = [(n, rc, out) for n, (rc, out) in zip(workers, results, strict=True) if rc != 0]
+        failed = [(n, r.rc, r.output) for n, r in zip(workers, results, strict=True) if r.rc != 0]
         if failed:
             raise TrainingError("; ".join(f"ray start failed on {n.name} (exit {rc}): {_tail(out)}"
                                           for n, rc, out in failed),
@@ -290,11 +291,12 @@ def start(cluster: RayCluster, run: Runner, *, join_timeout_s: float = 120.0,
             log(f"ray: {', '.join(n.name for n in workers)} started, joining {cluster.address}")
         want = {n.ip: n.name for n in cluster.nodes}
         left = max(1.0, deadline - clock())
-        rc, out = run(cluster.head.name, cluster.status_command(left), left + 70)
+        res = run(cluster.head.name, cluster.status_command(left), left + 70)
+        rc, out = res.rc, res.output
         alive: set[str] = set()
         if rc == 0:
             try:
-                alive = set(json.loads(out.strip().splitlines()[-1]))
+                alive = set(json.loads(res.stdout.strip().splitlines()[-1]))
             except (ValueError, IndexError, TypeError):
                 alive = set()
         if not set(want) <= alive:
@@ -313,11 +315,12 @@ def start(cluster: RayCluster, run: Runner, *, join_timeout_s: float = 120.0,
 def check(cluster: RayCluster, run: Runner) -> list[dict]:
     """A Ray task on every node (see RayCluster.check_command): [{ip, node, hostname, npu_resource, npu_ids}]
     in the cluster's node order; TrainingError naming a node that did not answer or has not its NPUs."""
-    rc, out = run(cluster.head.name, cluster.check_command(), CHECK_TIMEOUT_S)
+    res = run(cluster.head.name, cluster.check_command(), CHECK_TIMEOUT_S)
+    rc, out = res.rc, res.output
     rows = None
     if rc == 0:
         try:
-            rows = json.loads(out.strip().splitlines()[-1])
+            rows = json.loads(res.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             rows = None
     if not isinstance(rows, list):
@@ -349,8 +352,9 @@ def stop(cluster: RayCluster, run: Runner, *, log: Callable[[str], None] = print
     leftovers: dict[str, list[str]] = {}
 
     def one(node: RayNode) -> None:
-        rc, out = run(node.name, cluster.stop_command(node), STOP_TIMEOUT_S + 10)
-        lines = [line for line in out.splitlines() if line.strip()]
+        res = run(node.name, cluster.stop_command(node), STOP_TIMEOUT_S + 10)
+        rc, out = res.rc, res.output
+        lines = [line for line in res.stdout.splitlines() if line.strip()]
         if rc != 0:
             leftovers[node.name] = [f"could not check (exit {rc}): {_tail(out)}"]
         elif lines:

@@ -178,16 +178,14 @@ def _runtime(sessions: dict, cluster: Any, modules: tuple[str, ...]
     packages the matrix pins), read with the node's interpreter."""
     import shlex
 
-    from ascend_ready.fleet.plan import as_user
-
     found = {}
     for node in cluster.nodes:
         code = _RUNTIME_PROBE % (modules, PINNED_PACKAGES)
-        script = f"exec {shlex.quote(node.python)} -c {shlex.quote(code)}\n"
-        cmd = as_user(script, node.run_as, node.login_user)
-        rc, out = sessions[node.name].capture(cmd, 60)
+        res = sessions[node.name].run(f"exec {shlex.quote(node.python)} -c {shlex.quote(code)}", 60,
+                                      user=node.run_as)
+        rc, out = res.rc, res.output
         try:
-            data = json.loads(out.strip().splitlines()[-1])
+            data = json.loads(res.stdout.strip().splitlines()[-1])
             found[node.name] = (data["ray"], list(data["missing"]), dict(data["packages"]))
         except (ValueError, IndexError, KeyError, TypeError):
             raise TrainingError(f"{node.name}: cannot read what {node.python} has installed (exit {rc}): "

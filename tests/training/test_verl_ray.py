@@ -12,6 +12,7 @@ import pytest
 
 from ascend_ready.checks.cluster.launchspec import LaunchSpecHost
 from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.fleet.command import CommandResult
 from ascend_ready.training import ray_cluster as rc
 
 #: the Ray processes `ps -eo pid,args` showed on a simulated node running a Ray head (ray 2.60.0), cut short
@@ -38,24 +39,25 @@ class FakeNodes:
         self.running: set[str] = set()
         self.calls: list[tuple[str, str, float]] = []
 
-    def __call__(self, node: str, command: str, timeout_s: float) -> tuple[int, str]:
+    def __call__(self, node: str, command: str, timeout_s: float) -> CommandResult:
         self.calls.append((node, command, timeout_s))
         if self.interrupt_on and self.interrupt_on in command:
             raise KeyboardInterrupt
         if "scripts stop" in command:  # then the leftover check (pgrep) in the same script
             if node not in self.sticky:
                 self.running.discard(node)
-            return 0, HEAD_PROCESSES if node in self.running else ""
+            return CommandResult(0, HEAD_PROCESSES if node in self.running else "", "")
         if "scripts start" in command:
             if node in self.fails:
-                return 1, "ConnectionError: could not reach the GCS"
+                return CommandResult(1, "", "ConnectionError: could not reach the GCS\n")
             self.running.add(node)
-            if node in self.hangs:  # as over SSH: the capture gave up, the node's own `timeout` ends it
-                return 124, "rpc_client.h:153: Failed to connect to GCS at address 10.0.0.1:6379 within 5 s."
-            return 0, "Ray runtime started."
+            if node in self.hangs:  # as over SSH: the short command gave up, the node's own `timeout` ends it
+                return CommandResult(124, "", "rpc_client.h:153: Failed to connect to GCS at address "
+                                              "10.0.0.1:6379 within 5 s.\n", True)
+            return CommandResult(0, "Ray runtime started.\n", "")
         if "ray.nodes()" in command and "where" not in command:
             alive = [self.ips[n] for n in sorted(self.running) if n not in self.never_joins]
-            return 0, json.dumps(alive) + "\n"
+            return CommandResult(0, json.dumps(alive) + "\n", "")
         raise AssertionError(command)
 
 
@@ -176,7 +178,7 @@ def test_leftover_ray_processes_are_reported_and_an_unreadable_node_is_never_cle
 
     def run(node, command, timeout_s):
         if node == "node03":
-            return 127, "sh: 1: pgrep: not found"
+            return CommandResult(127, "", "sh: 1: pgrep: not found\n")
         return fake(node, command, timeout_s)
 
     left = rc.stop(cluster, run, log=messages.append)
@@ -199,11 +201,12 @@ def test_the_check_names_a_node_without_its_npus():
     rows = [{"ip": "10.0.0.1", "hostname": "node01", "npu_resource": 8, "npu_ids": list(range(8))},
             {"ip": "10.0.0.2", "hostname": "node02", "npu_resource": 4, "npu_ids": [0, 1, 2, 3]}]
     with pytest.raises(TrainingError, match=r"node02: Ray has 4 NPU\(s\) \[0, 1, 2, 3\], the launch spec 8"):
-        rc.check(cluster, lambda node, cmd, t: (0, json.dumps(rows) + "\n"))
+        rc.check(cluster, lambda node, cmd, t: CommandResult(0, json.dumps(rows) + "\n", ""))
     with pytest.raises(TrainingError, match="did not answer"):
-        rc.check(cluster, lambda node, cmd, t: (1, "ray.exceptions.GetTimeoutError: Get timed out"))
+        rc.check(cluster, lambda node, cmd, t: CommandResult(
+            1, "", "ray.exceptions.GetTimeoutError: Get timed out\n"))
     rows[1] = {**rows[1], "npu_resource": 8, "npu_ids": list(range(8))}
-    found = rc.check(cluster, lambda node, cmd, t: (0, json.dumps(rows)))
+    found = rc.check(cluster, lambda node, cmd, t: CommandResult(0, json.dumps(rows), ""))
     assert [r["node"] for r in found] == ["node01", "node02"]
 
 
