@@ -111,9 +111,10 @@ def _launch(
     engine = opts.get("engine") or "trl"
     pf = cfg.preflight
     across_nodes = opts.get("launch_spec") or ((pf.hosts or pf.inventory) and opts.get("node_rank") is None)
+    plan = None
     if not worker:
         # The plan first: a job that cannot fit is refused whatever else is wrong (it needs no files).
-        _plan_gate(algo, cfg, engine)
+        plan = _plan_gate(algo, cfg, engine)
         _check_inputs(cfg, out, here=engine == "trl" and not across_nodes)
         if resume and engine == "trl":  # before the preflight and before config.yaml is written
             from ascend_ready.training.checkpoint import check_resume
@@ -130,7 +131,10 @@ def _launch(
                                                  waive=tuple(opts.get("waive") or ())))
         return
     if not worker and across_nodes:
-        _report(out.absolute(), _launch_across_nodes(algo, cfg, out, resume, skip_preflight, opts))
+        request = launch_request(algo, cfg, out, config=config, resume=resume, skip_preflight=skip_preflight,
+                                 overrides=overrides, opts=opts, memory_plan=plan,
+                                 launcher="verl-ray" if engine == "verl" else "ssh")
+        _finish(out, request)
         return
     for flag in ("dry_run", "profile_steps"):
         if opts.get(flag) and not worker:
@@ -168,16 +172,14 @@ def _launch(
 def _launch_slurm(algo: str, config: str, output_dir: str | None, resume: bool, skip_preflight: bool,
                   overrides: tuple[str, ...], **opts) -> None:
     """--launcher slurm (training/slurm_launch.py): in this allocation, or its sbatch script."""
-    from ascend_ready.training import slurm_launch
-
     if opts.get("print_sbatch") and opts.get("launcher") != "slurm":
         raise ConfigError("--print-sbatch writes a script for the Slurm launcher",
                           hint="add --launcher slurm")
     cfg = _apply_flags(load_config(config, overrides), opts)
-    if not opts.get("print_sbatch"):
-        _plan_gate(algo, cfg, opts.get("engine") or "trl")
-    sys.exit(slurm_launch.launch(algo, config, output_dir, resume, skip_preflight, overrides, opts,
-                                 log=lambda msg: click.echo(msg, err=True)))
+    plan = None if opts.get("print_sbatch") else _plan_gate(algo, cfg, opts.get("engine") or "trl")
+    _finish(Path(output_dir or f"runs/{algo}"), launch_request(
+        algo, cfg, Path(output_dir or f"runs/{algo}"), config=config, resume=resume,
+        skip_preflight=skip_preflight, overrides=overrides, opts=opts, memory_plan=plan, launcher="slurm"))
 
 
 def _check_inputs(cfg: TrainConfig, out: Path, *, here: bool) -> None:
@@ -217,7 +219,7 @@ def _check_inputs(cfg: TrainConfig, out: Path, *, here: bool) -> None:
                               hint=exc.hint or "give a JSONL file, one JSON object per line") from None
 
 
-def _plan_gate(algo: str, cfg: TrainConfig, engine: str) -> None:
+def _plan_gate(algo: str, cfg: TrainConfig, engine: str):
     """Refuse a job whose memory plan is over the device limit, before any node is touched."""
     from ascend_ready.training.memory_plan import GIB, launch_gate
 
@@ -226,39 +228,58 @@ def _plan_gate(algo: str, cfg: TrainConfig, engine: str) -> None:
         phase, need, limit = plan.binding
         click.echo(f"memory plan: peak {need / GIB:.1f} of {limit / GIB:.1f} GiB per device in the {phase} "
                    f"phase on {plan.layout.describe()}", err=True)
+    return plan
 
 
-def _launch_across_nodes(algo: str, cfg: TrainConfig, out: Path, resume: bool, skip_preflight: bool,
-                         opts: dict) -> dict:
-    """`--launch-spec`, or `-i`/`--hosts` without `--node-rank`: the job on every node, from here."""
+def launch_request(algo: str, cfg: TrainConfig, out: Path, *, config: str, resume: bool, skip_preflight: bool,
+                   overrides: tuple[str, ...], opts: dict, launcher: str, memory_plan=None):
+    """The command line as one typed LaunchRequest (training/launcher.py), built once, here: `--launch-spec`,
+    or `-i`/`--hosts` without `--node-rank` (the job on every node, from here), or `--launcher slurm`."""
+    # function-level: the launch machinery (checks, fleet) is start-up cost `ascend-train --help` never pays
     from ascend_ready.fleet.transport import FanoutOptions
+    from ascend_ready.training import launcher as seam
     from ascend_ready.training import multinode
 
     pf = cfg.preflight
+    waive = tuple(opts.get("waive") or ())
     fanout = FanoutOptions(known_hosts_file=opts.get("known_hosts"), ssh_config_file=opts.get("ssh_config"),
                            connect_timeout_s=opts.get("connect_timeout") or 10.0)
     options = multinode.LaunchOptions(
         launch_spec=opts.get("launch_spec"), inventory=pf.inventory, hosts=list(pf.hosts),
-        skip_preflight=skip_preflight, waive=tuple(opts.get("waive") or ()),
+        skip_preflight=skip_preflight, waive=waive,
         dry_run=bool(opts.get("dry_run")), python=opts.get("python"),
         set_env=opts.get("set_env") or multinode.DEFAULT_SET_ENV, numa_bind=not opts.get("no_numa_bind"),
-        profile_steps=multinode.parse_profile_steps(opts.get("profile_steps")),
+        # the Slurm launcher never read --profile-steps: it is judged where it is used
+        profile_steps=(None if launcher == "slurm"
+                       else multinode.parse_profile_steps(opts.get("profile_steps"))),
         master_addr=opts.get("master_addr"), master_port=opts.get("master_port"),
         node_output_dir=opts.get("node_output_dir"),
         nproc_per_node=opts.get("nproc_per_node"), nnodes=opts.get("nnodes"), fanout=fanout,
         preflight_command=pf.command, preflight_timeout_s=pf.timeout_s,
         log=lambda msg: click.echo(msg, err=True),
     )
-    if opts.get("engine") == "verl":
-        from ascend_ready.training import verl_glue
+    return seam.LaunchRequest(
+        launcher=launcher,
+        job=seam.TrainJob(algo, cfg, config, out, resume, tuple(overrides), opts.get("engine") or "trl"),
+        gate=seam.GateVerdict(memory_plan, skip_preflight, waive),
+        options=options,
+        slurm=seam.SlurmOptions(opts.get("print_sbatch"), opts.get("sbatch_time"), opts.get("sbatch_gres"),
+                                opts.get("sbatch_partition"), opts.get("device"),
+                                opts.get("preflight_command")),
+        join_timeout_s=opts.get("join_timeout") or 120.0,
+    )
 
-        summary = verl_glue.launch_across_nodes(algo, cfg, out, opts=options,
-                                                join_timeout_s=opts.get("join_timeout") or 120.0)
-    else:
-        summary = multinode.launch(algo, cfg, out, resume=resume, opts=options)
-    if summary.get("dry_run"):
+
+def _finish(out: Path, request) -> None:
+    """Start `request` with its launcher; report the summary, or end with the launcher's exit status."""
+    from ascend_ready.training import launcher as seam
+
+    result = seam.launch(request)
+    if result.dry_run:
         sys.exit(0)
-    return summary
+    if result.summary is None:
+        sys.exit(result.exit_code)
+    _report(out.absolute(), result.summary)
 
 
 def _report(out: Path, summary: dict) -> None:

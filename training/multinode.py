@@ -41,10 +41,11 @@ from ascend_ready.fleet.transport import Target
 from ascend_ready.training import launch as launch_mod
 from ascend_ready.training import node_files, node_probe, numa, worker_hooks
 from ascend_ready.training.config import TrainConfig, dump_config
+from ascend_ready.training.launcher import LaunchRequest, LaunchResult
 from ascend_ready.training.node_files import PROFILE_DIR
 from ascend_ready.training.node_probe import DEFAULT_SET_ENV, LaunchOptions
 
-__all__ = ["DEFAULT_SET_ENV", "LaunchOptions", "launch", "plan_job"]
+__all__ = ["DEFAULT_SET_ENV", "LaunchOptions", "SshLauncher", "launch", "plan_job"]
 
 RESOLVED_CONFIG = "config.yaml"
 
@@ -278,3 +279,14 @@ def _summary(result: JobResult) -> str:
         lines.append(f"  {o.name}: {state}{': ' + o.error if o.error and o.rc else ''}"
                      f"{left if o.lost is None else ''}")
     return "\n".join(lines)
+
+
+class SshLauncher:
+    """The `ssh` launcher (training/launcher.py): torchrun on every node over SSH, from here (`launch`)."""
+
+    name = "ssh"
+
+    def launch(self, request: LaunchRequest) -> LaunchResult:
+        job = request.job
+        return LaunchResult(launch(job.algo, job.cfg, job.output_dir, resume=job.resume,
+                                   opts=request.options))

@@ -27,13 +27,12 @@ from pathlib import Path
 from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.training.preflight import SLURM_GATED_ENV
 
-__all__ = ["Allocation", "allocation", "gate_nodes", "launch", "node_command", "sbatch_script"]
+__all__ = ["Allocation", "SlurmLauncher", "allocation", "gate_nodes", "launch", "node_command",
+           "sbatch_script"]
 
 #: the master port of a job: a fixed base plus the job id, so two jobs sharing a node do not collide
 PORT_BASE = 20000
 PORT_SPAN = 10000
-#: flags of `ascend-train ALGO` that only the Slurm launcher reads (never passed on to the nodes)
-OWN_FLAGS = ("launcher", "print_sbatch", "sbatch_time", "sbatch_gres", "sbatch_partition")
 #: set on the nodes by the job step: this Slurm job's nodes passed the gate before it started
 GATED_ENV = SLURM_GATED_ENV
 #: the prefix of every NIC line the node step prints (the tests and people grep for it)
@@ -335,3 +334,22 @@ def _write_sbatch(algo, config, out: Path, resume, skip_preflight, overrides, op
     log(f"sbatch script: {dest} ({nodes} node(s), {gres or 'no GRES'}); submit it: sbatch {dest}")
     print(json.dumps({"sbatch": dest, "nodes": nodes, "gres": gres}))
     return 0
+
+
+class SlurmLauncher:
+    """The `slurm` launcher (training/launcher.py): srun on this allocation's nodes, or its sbatch script."""
+
+    name = "slurm"
+
+    def launch(self, request):
+        from ascend_ready.training.launcher import LaunchResult
+
+        job, slurm, o = request.job, request.slurm, request.options
+        # the flags this launcher writes into the nodes' (or the sbatch script's) ascend-train command
+        passed = {"print_sbatch": slurm.print_sbatch, "sbatch_time": slurm.time, "sbatch_gres": slurm.gres,
+                  "sbatch_partition": slurm.partition, "nnodes": o.nnodes, "nproc_per_node": o.nproc_per_node,
+                  "master_port": o.master_port, "device": slurm.device,
+                  "preflight_command": slurm.preflight_command}
+        code = launch(job.algo, job.config, str(job.output_dir), job.resume, request.gate.skip_preflight,
+                      job.overrides, passed, log=request.log)
+        return LaunchResult(exit_code=code)

@@ -361,3 +361,17 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
                             hint="stop it there: ray stop --force")
     return {"output_dir": str(out), "engine": "verl", "hosts": names, "run_id": run_id,
             "logs": str(plan.log_dir), "ray": cluster.address}
+
+
+class RayLauncher:
+    """The `verl-ray` launcher (training/launcher.py): a Ray cluster on the nodes, verl's trainer as its
+    driver on the head (`launch_across_nodes`)."""
+
+    name = "verl-ray"
+
+    def launch(self, request: Any) -> Any:
+        from ascend_ready.training.launcher import LaunchResult
+
+        job = request.job
+        return LaunchResult(launch_across_nodes(job.algo, job.cfg, job.output_dir, opts=request.options,
+                                                join_timeout_s=request.join_timeout_s))
