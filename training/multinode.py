@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost
+from ascend_ready.checks.cluster.node_facts import FactQuery, node_facts
 from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.fleet.job import JobResult, root_cause, run_job, same_failure
 from ascend_ready.fleet.plan import HostPlan, JobPlan, NodeFacts, remote_command, render_dry_run
@@ -202,11 +203,10 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
             stack.callback(marker.unlink, missing_ok=True)
         if sessions:
             probe_as = {n: u for n, u in users.items() if u and u != targets[n].user}
-            facts = node_probe.probe_all(
-                {n: targets[n] for n in sessions}, opts.fanout, master,
-                lambda n: node_probe.required_paths(cfg, python_of[n], opts.set_env,
-                                                    None if opts.dry_run else config_path),
-                f"{node_output}/{marker.name}" if marker else None, nonce, probe_as)
+            facts = node_facts({n: targets[n] for n in sessions}, opts.fanout, {n: FactQuery(
+                master, node_probe.required_paths(cfg, python_of[n], opts.set_env,
+                                                  None if opts.dry_run else config_path),
+                f"{node_output}/{marker.name}" if marker else None, nonce) for n in sessions}, probe_as)
         # the exact interpreter each node expanded (a ~ascend/venvs/... path of the inventory)
         python_of = {n: (facts[n].python if n in facts else None) or p for n, p in python_of.items()}
         if from_inventory:

@@ -1,38 +1,29 @@
 """Before a multi-node job starts: which nodes it runs on (resolve_fleet: a launch spec, or the inventory's
-hosts after a passing preflight) and what each has (probe_all: one read-only batch of the preflight's own
-probes per node, through its fan-out).
+hosts after a passing preflight), what the job needs of them (required_paths) and the refusals made from
+what they have. What each node has is read by checks/cluster/node_facts.py (one read-only batch of the
+preflight's own probes per node, read through its Host).
 
 The trl launcher (training/multinode.py) and verl's Ray cluster (training/verl_glue.py) both start here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from shlex import quote
 
 from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost, load_launch_spec
-from ascend_ready.checks.collect import collect
-from ascend_ready.checks.probes import Probe
 from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
-from ascend_ready.checks.resources.npu import NPU_SMI_TOPO
-from ascend_ready.checks.snapshot import HostSnapshot
-from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.errors import ConfigError
 from ascend_ready.fleet.plan import NodeFacts
 from ascend_ready.fleet.transport import FanoutOptions, Target
-from ascend_ready.training import numa
 from ascend_ready.training.config import TrainConfig
 
 __all__ = [
     "DEFAULT_SET_ENV",
     "JobNodes",
     "LaunchOptions",
-    "fact_probes",
-    "probe_all",
-    "read_facts",
     "refuse_changed_versions",
     "refuse_missing",
     "required_paths",
@@ -227,100 +218,6 @@ def required_paths(cfg: TrainConfig, python: str, set_env: str, config_path: str
     if cfg.launch.device == "npu":
         paths["CANN set_env.sh"] = ("-r", set_env)
     return paths
-
-
-def fact_probes(master: str, paths: Mapping[str, tuple[str, str]], marker: str | None,
-                ) -> tuple[list[Probe], dict[str, str]]:
-    """The read-only probes of one node before the start, in the preflight's probe batch (checks/probes.py):
-    the master's address as the node resolves it, the login user, the route and the addresses toward it,
-    NPU topology (the preflight's `npu-smi-topo`), NUMA nodes, and as the training user the required paths
-    and the controller's marker file. Returns (probes, probe id -> path label)."""
-    # a name: resolved by the node itself (its resolver, its /etc/hosts), as torchrun will
-    resolve = (f"m={quote(master)}; case \"$m\" in *[!0-9.:]*) "
-               "m=$(getent ahostsv4 \"$m\" 2>/dev/null | awk 'NR==1 {print $1}');; esac; ")
-    probes = [
-        Probe("master", shell=resolve + 'echo "$m"',
-              description="the master's address as the node resolves it"),
-        # the SSH login user, also where the batch runs through sudo (become)
-        Probe("login", shell='echo "${SUDO_USER:-$(id -un)}"'),
-        Probe("route", shell=resolve + 'ip -o route get "$m"'),
-        Probe("addr", shell=resolve + 'ip -o addr show to "$m"'),
-        NPU_SMI_TOPO(load_profile(DEFAULT_PROFILE)),
-        Probe("numa-nodes", shell=f"grep -H . {numa.NODE_CPULISTS}", description="NUMA nodes' CPU lists"),
-    ]
-    labels = {}
-    for n, (label, (flag, path)) in enumerate(paths.items()):
-        if label == "python":
-            continue
-        labels[f"path-{n}"] = label
-        probes.append(Probe(f"path-{n}", argv=("test", flag, path), as_user=True, description=label))
-    if "python" in paths:
-        # The interpreter as the node's shell expands it (a ~user or glob path, which
-        # checks.preflight.training_env admits only of shell-inert characters, names exactly one), then
-        # whether it holds the controller's ascend-ready (refuse_missing).
-        flag, path = paths["python"]
-        word = path if path.startswith("~") or any(c in path for c in "*?[") else quote(path)
-        code = "import ascend_ready; print(ascend_ready.__version__)"
-        probes += [
-            Probe("interp", shell=f'set -- {word}; [ $# -eq 1 ] && test {flag} "$1" && echo "$1"',
-                  as_user=True, description="the job's interpreter"),
-            Probe("ascend-ready", shell=f'set -- {word}; "$1" -c {quote(code)} 2>&1', as_user=True,
-                  description="the ascend-ready the job's interpreter imports"),
-        ]
-    if marker:
-        probes.append(Probe("shared", argv=("cat", marker), as_user=True,
-                            description="the controller's marker file (a shared run dir)"))
-    return probes, labels
-
-
-def read_facts(snap: HostSnapshot, labels: Mapping[str, str], paths: Mapping[str, tuple[str, str]],
-               nonce: str | None) -> NodeFacts:
-    """NodeFacts from a node's fact_probes results: a probe that failed or printed nothing is unknown (None),
-    a required path whose test did not pass is missing."""
-
-    def ok(probe_id: str) -> str | None:
-        res = snap.probes.get(probe_id)
-        return res.stdout if res is not None and res.rc == 0 and res.stdout.strip() else None
-
-    facts = NodeFacts(
-        login_user=(ok("login") or "").strip() or None,
-        master_ip=(ok("master") or "").strip() or None,
-        route=ok("route"), addr=ok("addr"), topo=ok(NPU_SMI_TOPO.id), numa_nodes=ok("numa-nodes"),
-        sees_output=nonce is not None and (ok("shared") or "").strip() == nonce,
-    )
-    for probe_id, label in labels.items():
-        res = snap.probes.get(probe_id)
-        if res is None or res.rc != 0:
-            facts.missing[label] = paths[label][1]
-    if "python" in paths:
-        facts.python = (ok("interp") or "").strip() or None
-        if facts.python is None:
-            facts.missing["python"] = paths["python"][1]
-        res = snap.probes.get("ascend-ready")
-        facts.ascend_ready = None if res is None else (res.rc, res.stdout.rstrip("\n"))
-    return facts
-
-
-def probe_all(targets: Mapping[str, Target], fanout: FanoutOptions, master: str,
-              paths_of: Callable[[str], dict], marker: str | None, nonce: str | None,
-              users: Mapping[str, str]) -> dict[str, NodeFacts]:
-    """Every node's facts, one probe batch each through the preflight's fan-out. `users`: host -> the
-    training user the paths are tested as, where it is not the SSH user (the batch then runs through
-    sudo -n, as the job will)."""
-    plans = {name: fact_probes(master, paths_of(name), marker) for name in targets}
-    run_on = [dataclasses.replace(t, become=True) if users.get(name) and not t.become else t
-              for name, t in targets.items()]
-
-    def plan(t: Target) -> tuple[list[Probe], str]:
-        return plans[t.name][0], users.get(t.name) or t.user or "root"
-
-    facts = {}
-    for snap in collect(run_on, plan, fanout):
-        if not snap.reachable:
-            raise TrainingError(f"{snap.name}: the pre-start probe failed: {snap.error}",
-                                hint="check the node's SSH access and, for another training user, sudo -n")
-        facts[snap.name] = read_facts(snap, plans[snap.name][1], paths_of(snap.name), nonce)
-    return facts
 
 
 def spec_with_routes(report, targets: Mapping[str, Target], facts: Mapping[str, NodeFacts], master: str,

@@ -228,6 +228,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
     import secrets
     import time
 
+    from ascend_ready.checks.cluster.node_facts import FactQuery, node_facts
     from ascend_ready.fleet.job import root_cause, run_job
     from ascend_ready.fleet.sessions import open_sessions
     from ascend_ready.training import multinode as mn
@@ -255,10 +256,10 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
             marker.write_text(nonce)
             stack.callback(marker.unlink, missing_ok=True)
         probe_as = {n: u for n, u in fleet.users.items() if u and u != fleet.targets[n].user}
-        facts = node_probe.probe_all(
-            {n: fleet.targets[n] for n in sessions}, opts.fanout, fleet.master,
-            lambda n: node_probe.required_paths(cfg, fleet.python[n], opts.set_env, None),
-            f"{node_out}/{marker.name}" if marker else None, nonce, probe_as) if sessions else {}
+        facts = node_facts({n: fleet.targets[n] for n in sessions}, opts.fanout, {n: FactQuery(
+            fleet.master, node_probe.required_paths(cfg, fleet.python[n], opts.set_env, None),
+            f"{node_out}/{marker.name}" if marker else None, nonce) for n in sessions},
+            probe_as) if sessions else {}
         hosts = fleet.hosts
         if fleet.from_inventory:
             spec = node_probe.spec_with_routes(fleet.report, {n: fleet.targets[n] for n in fleet.names},

@@ -9,7 +9,6 @@ has an error in the record naming it, never a pass; the others run without a hos
 from __future__ import annotations
 
 import random
-import shlex
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +26,8 @@ from ascend_ready.checks.cluster.launchspec import spec_from_report
 from ascend_ready.checks.collect import collect
 from ascend_ready.checks.probes import Probe
 from ascend_ready.checks.profile import HardwareProfile
+from ascend_ready.checks.resources import Host
+from ascend_ready.checks.resources.launch import LoginUser, MasterRoute
 from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult
 from ascend_ready.errors import AscendReadyError, ParseError
 from ascend_ready.fleet.devices import BACKENDS
@@ -108,13 +109,13 @@ def _read_hosts(targets: Sequence[Target], profiles: Mapping[str, HardwareProfil
                 fanout: FanoutOptions) -> dict[str, _Host]:
     """One batch per host: the route to the master (its NIC), the login user, and what the training
     interpreter can run on (the accelerator and how many)."""
-    q = shlex.quote(master)
     out = {t.name: _Host(t, profiles[t.name]) for t in targets}
+    # the route, addresses and login user as the launcher reads them (checks/cluster/node_facts.py)
+    facts = [p for p in MasterRoute.probes_for(master) if p.id != "master"] + [LoginUser.PROBE]
 
     def plan(t: Target) -> tuple[list[Probe], str]:
         prof = profiles[t.name]
-        return [Probe("route", shell=f"ip -o route get {q}"), Probe("addr", shell=f"ip -o addr show to {q}"),
-                Probe("login", argv=("id", "-un")),
+        return [*facts,
                 Probe(DEVICE_PROBE, **_python_fields(prof.python, DEVICE_CODE), as_user=True, timeout_s=60,
                       description="the training interpreter's accelerator (torch)")], prof.training_user
 
@@ -123,8 +124,8 @@ def _read_hosts(targets: Sequence[Target], profiles: Mapping[str, HardwareProfil
         if not snap.reachable:
             h.problems.append(f"unreachable: {snap.error}")
             continue
-        ok = {pid: r.stdout for pid, r in snap.probes.items() if r.rc == 0 and r.stdout.strip()}
-        h.route, h.addr, h.login = ok.get("route"), ok.get("addr"), (ok.get("login") or "").strip() or None
+        host = Host(snap, h.profile)
+        h.route, h.addr, h.login = host.master_route.route, host.master_route.addr, host.login_user.user
         res = snap.probes.get(DEVICE_PROBE)
         said = _device_lines(res.stdout) if res is not None and res.rc == 0 else {}
         count = said.get("device", "").split()

@@ -19,6 +19,13 @@ from ascend_ready.checks.resources.hccn import (
     NicTls,
     same_subnet,
 )
+from ascend_ready.checks.resources.launch import (
+    JobInterpreter,
+    JobPaths,
+    LoginUser,
+    MasterRoute,
+    SharedRunDir,
+)
 from ascend_ready.checks.resources.npu import DeviceNodes, NpuHealth, NpuSmi, NpuTopology, NumaNodes
 from ascend_ready.checks.resources.os import (
     Accounts,
@@ -59,7 +66,11 @@ __all__ = [
     "Glibc",
     "HccnConfFile",
     "Host",
+    "JobInterpreter",
+    "JobPaths",
     "KernelHeaders",
+    "LoginUser",
+    "MasterRoute",
     "MeshResult",
     "NicIp",
     "NicLink",
@@ -78,6 +89,7 @@ __all__ = [
     "PythonPackages",
     "Resource",
     "SetEnv",
+    "SharedRunDir",
     "Shm",
     "Sysctl",
     "Thp",
@@ -313,3 +325,29 @@ class Host(HostBase):
     def training_env(self) -> TrainingEnv:
         """What the training job imports, and ascend-ready's version."""
         return self.resource(TrainingEnv)
+
+    # launch-time facts (checks/cluster/node_facts.py builds their probes for a launch)
+    @property
+    def master_route(self) -> MasterRoute:
+        """The master as the node resolves it, the route and addresses toward it."""
+        return self.resource(MasterRoute)
+
+    @property
+    def login_user(self) -> LoginUser:
+        """The SSH login user."""
+        return self.resource(LoginUser)
+
+    @property
+    def job_paths(self) -> JobPaths:
+        """The job's paths as the training user."""
+        return self.resource(JobPaths)
+
+    @property
+    def job_interpreter(self) -> JobInterpreter:
+        """The job's interpreter and the ascend-ready it imports."""
+        return self.resource(JobInterpreter)
+
+    @property
+    def shared_run_dir(self) -> SharedRunDir:
+        """Whether the node sees the controller's run dir."""
+        return self.resource(SharedRunDir)

@@ -1,5 +1,5 @@
 """The job's interpreter is judged on every node before anything starts: it must import ascend-ready of
-the controller's version (the pre-start probe, training/node_probe.py, run here by the real /bin/sh)."""
+the controller's version (the pre-start probe, checks/cluster/node_facts.py, run here by the real /bin/sh)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ascend_ready import __version__
+from ascend_ready.checks.cluster.node_facts import FactQuery, fact_probes, read_facts
 from ascend_ready.checks.collect import collect_host
 from ascend_ready.errors import ConfigError
 from ascend_ready.fleet.transport import LOCAL, FanoutOptions, Target
@@ -18,11 +19,11 @@ from ascend_ready.training import node_probe
 
 def _facts(python: str):
     """The pre-start probes of this machine through the preflight's own batch, as the launcher runs them."""
-    paths = {"python": ("-x", python)}
-    probes, labels = node_probe.fact_probes("127.0.0.1", paths, None)
+    query = FactQuery("127.0.0.1", {"python": ("-x", python)})
+    probes, labels = fact_probes(query)
     me = getpass.getuser()
     snap = collect_host(Target(name="node01", address=LOCAL), probes, FanoutOptions(), user=me)
-    return node_probe.read_facts(snap, labels, paths, None)
+    return read_facts(snap, query, labels)
 
 
 def test_an_interpreter_with_this_ascend_ready_may_start():
