@@ -16,6 +16,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 
+from ascend_ready.checks.cluster.node_facts import npu_numa
 from ascend_ready.checks.parsers.numa import NODE_CPULISTS, format_cpulist, parse_cpulist, parse_node_cpulists
 
 NUMA_ENV = "ASCEND_TRAIN_NUMA"
@@ -43,21 +44,13 @@ class RankBinding:
                 f"(numactl --cpunodebind={self.node} --membind={self.node})")
 
 
-def node_of(cpus: set[int], nodes: dict[int, set[int]]) -> int | None:
-    """The NUMA node holding most of `cpus` (an NPU's affinity lies within one node on every host seen)."""
-    best = max(nodes, key=lambda n: (len(nodes[n] & cpus), -n), default=None)
-    return best if best is not None and nodes[best] & cpus else None
-
-
 def rank_bindings(devices: list[int], nproc: int, topo_text: str | None, nodes_text: str | None
                   ) -> list[RankBinding]:
-    """Local rank i runs on the i-th visible device; its node is where that NPU's CPU affinity lies.
+    """Local rank i runs on the i-th visible device; its node is where that NPU's CPU affinity lies
+    (checks/cluster/node_facts.py `npu_numa`, from the node's `npu-smi info -t topo` and sysfs listing).
 
-    `topo_text` is `npu-smi info -t topo` (None: not available), `nodes_text` the sysfs node CPU lists.
     Every rank without a known node says why, so the binding shown per rank is never a guess.
     """
-    from ascend_ready.checks.parsers.npu_smi_topo import parse_npu_smi_topo
-    from ascend_ready.errors import ParseError
 
     def unbound(reason: str) -> list[RankBinding]:
         return [RankBinding(i, devices[i] if i < len(devices) else None, None, reason=reason)
@@ -65,31 +58,14 @@ def rank_bindings(devices: list[int], nproc: int, topo_text: str | None, nodes_t
 
     if not devices:
         return unbound("no NPU is assigned to it (a CPU job, or the spec lists no healthy devices)")
-    if not topo_text:
-        return unbound("`npu-smi info -t topo` is not available on the node")
-    try:
-        topo = parse_npu_smi_topo(topo_text)
-    except ParseError as exc:
-        return unbound(f"`npu-smi info -t topo` could not be read: {exc.message}")
-    try:
-        nodes = parse_node_cpulists(nodes_text or "")
-    except ParseError as exc:
-        return unbound(f"the sysfs NUMA node list could not be read: {exc.message}")
-    if len(nodes) < 2:
-        return unbound(f"the node has {len(nodes) or 'no'} NUMA node(s) in sysfs: nothing to choose")
+    affinity = npu_numa(topo_text, nodes_text)
+    if affinity.reason:
+        return unbound(affinity.reason)
     out = []
     for i in range(nproc):
         device = devices[i] if i < len(devices) else None
-        label = next((d for d in topo.devices if d in (f"NPU{device}", f"Phy-ID{device}")), None)
-        affinity = topo.cpu_affinity.get(label, "") if label else ""
-        if device is None or not affinity or affinity == "NA":
-            out.append(RankBinding(i, device, None, reason="npu-smi prints no CPU affinity for it"))
-            continue
-        node = node_of(parse_cpulist(affinity), nodes)
-        if node is None:
-            out.append(RankBinding(i, device, None, reason=f"its affinity {affinity} is in no NUMA node"))
-            continue
-        out.append(RankBinding(i, device, node, cpus=affinity))
+        node, cpus, reason = affinity.of(device)
+        out.append(RankBinding(i, device, node, cpus=cpus, reason=reason))
     return out
 
 

@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ascend_ready.checks.collect import collect
+from ascend_ready.checks.parsers.npu_smi_topo import parse_npu_smi_topo
+from ascend_ready.checks.parsers.numa import parse_cpulist, parse_node_cpulists
 from ascend_ready.checks.probes import Probe
 from ascend_ready.checks.profile import DEFAULT_PROFILE, HardwareProfile, load_profile
 from ascend_ready.checks.resources import Host
@@ -34,11 +36,11 @@ from ascend_ready.checks.resources.launch import (
 )
 from ascend_ready.checks.resources.npu import NPU_SMI_TOPO, NUMA_NODES
 from ascend_ready.checks.snapshot import HostSnapshot
-from ascend_ready.errors import TrainingError
+from ascend_ready.errors import ParseError, TrainingError
 from ascend_ready.fleet.plan import NodeFacts
 from ascend_ready.fleet.transport import FanoutOptions, Target
 
-__all__ = ["FactQuery", "fact_probes", "node_facts", "read_facts"]
+__all__ = ["FactQuery", "NpuNuma", "fact_probes", "node_facts", "npu_numa", "read_facts"]
 
 
 @dataclass(frozen=True)
@@ -114,3 +116,48 @@ def node_facts(targets: Mapping[str, Target], fanout: FanoutOptions, queries: Ma
                                 hint="check the node's SSH access and, for another training user, sudo -n")
         facts[snap.name] = read_facts(snap, queries[snap.name], plans[snap.name][1], profile)
     return facts
+
+
+@dataclass(frozen=True)
+class NpuNuma:
+    """Which NUMA node each NPU of a node hangs off (its CPU affinity in `npu-smi info -t topo`, mapped
+    onto the sysfs node CPU lists), or why no NPU of it can be placed (`reason`)."""
+
+    affinity: Mapping[str, str] = field(default_factory=dict)  # topo label (NPU0, Phy-ID0) -> CPUs
+    nodes: Mapping[int, set[int]] = field(default_factory=dict)
+    reason: str = ""
+
+    def of(self, device: int | None) -> tuple[int | None, str, str]:
+        """(NUMA node, the NPU's CPU affinity, why unbound) of one device."""
+        label = next((d for d in self.affinity if d in (f"NPU{device}", f"Phy-ID{device}")), None)
+        cpus = self.affinity.get(label, "") if label else ""
+        if device is None or not cpus or cpus == "NA":
+            return None, "", "npu-smi prints no CPU affinity for it"
+        node = node_of(parse_cpulist(cpus), dict(self.nodes))
+        if node is None:
+            return None, "", f"its affinity {cpus} is in no NUMA node"
+        return node, cpus, ""
+
+
+def node_of(cpus: set[int], nodes: dict[int, set[int]]) -> int | None:
+    """The NUMA node holding most of `cpus` (an NPU's affinity lies within one node on every host seen)."""
+    best = max(nodes, key=lambda n: (len(nodes[n] & cpus), -n), default=None)
+    return best if best is not None and nodes[best] & cpus else None
+
+
+def npu_numa(topo_text: str | None, nodes_text: str | None) -> NpuNuma:
+    """NpuNuma from a node's facts (NodeFacts.topo, NodeFacts.numa_nodes: the NpuTopology and NumaNodes
+    resources' text); a listing that cannot be read is a reason, never a guessed node."""
+    if not topo_text:
+        return NpuNuma(reason="`npu-smi info -t topo` is not available on the node")
+    try:
+        topo = parse_npu_smi_topo(topo_text)
+    except ParseError as exc:
+        return NpuNuma(reason=f"`npu-smi info -t topo` could not be read: {exc.message}")
+    try:
+        nodes = parse_node_cpulists(nodes_text or "")
+    except ParseError as exc:
+        return NpuNuma(reason=f"the sysfs NUMA node list could not be read: {exc.message}")
+    if len(nodes) < 2:
+        return NpuNuma(reason=f"the node has {len(nodes) or 'no'} NUMA node(s) in sysfs: nothing to choose")
+    return NpuNuma({d: topo.cpu_affinity.get(d, "") for d in topo.devices}, nodes)
