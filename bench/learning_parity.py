@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from ascend_ready.fleet.devices import setup_runtime
+from ascend_ready.runtime import setup_runtime
 from ascend_ready.training import grpo, ppo
 from ascend_ready.training.config import TrainConfig, load_config
 from ascend_ready.training.data import load_prompts

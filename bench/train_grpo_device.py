@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ascend_ready.fleet.devices import require, setup_runtime
+from ascend_ready.runtime import require, setup_runtime
 from ascend_ready.training import grpo
 from ascend_ready.training.config import load_config
 from ascend_ready.training.models import build_tiny_tokenizer, set_generation_ids

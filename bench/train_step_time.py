@@ -19,7 +19,7 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 
-from ascend_ready.fleet.devices import setup_runtime
+from ascend_ready.runtime import setup_runtime
 from ascend_ready.training import grpo, ppo
 from ascend_ready.training.config import load_config
 

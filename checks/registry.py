@@ -58,10 +58,10 @@ class CheckSpec:
     title: str
     severity: Severity
     tier: Tier
-    probes: tuple[str, ...]  # derived from `reads` (or given by hand by a check without `reads`)
+    probes: tuple[str, ...]  # derived from `reads`
     remediation: Remediation | None
     function: str  # module:qualname, for `ascend-check list` and error messages
-    reads: tuple[type[Resource], ...] | None = None  # None: an old-style check listing probes by hand
+    reads: tuple[type[Resource], ...] = ()
 
 
 #: check id -> spec, filled when the suite modules are imported.
@@ -74,8 +74,7 @@ def check(
     title: str,
     severity: Severity = "major",
     tier: Tier = "quick",
-    reads: Iterable[type[Resource]] | None = None,
-    probes: Iterable[str] | None = None,
+    reads: Iterable[type[Resource]],
     fix: str | None = None,
     command: str | None = None,
     disruptive: bool = False,
@@ -83,14 +82,13 @@ def check(
     """Declare a test function as check `id` (dotted, e.g. `pcie.link_width`).
 
     `reads` names the resources the check reads (`reads=[NpuSmi]`); its probes are theirs, and while
-    it runs it can read nothing else. `probes=[...]` (ids, by hand) is kept for checks written
-    before resources declared their probes.
+    it runs it can read nothing else.
     """
     remediation = Remediation(text=fix, command=command, disruptive=disruptive) if fix else None
-    if (reads is None) == (probes is None):
-        raise ValueError(f"check {id}: give reads=[resources] (or, for an old check, probes=[ids])")
-    declared = tuple(reads) if reads is not None else None
-    ids = probe_ids(declared) if declared is not None else tuple(probes or ())
+    declared = tuple(reads)
+    if not declared:
+        raise ValueError(f"check {id}: give reads=[resources], the resources it reads")
+    ids = probe_ids(declared)
 
     def register(fn: Callable) -> Callable:
         spec = CheckSpec(

@@ -86,12 +86,6 @@ class HostUnreachable(RemoteError):
     records it in the host's snapshot instead of stopping the run)."""
 
 
-class CheckFailed(AscendReadyError):
-    """One or more preflight checks failed."""
-
-    exit_code = ExitCode.FAILED
-
-
 class TrainingError(AscendReadyError):
     """A training run could not start or had to stop (NaN loss, OOM, failed preflight...)."""
 

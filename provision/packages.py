@@ -45,18 +45,12 @@ CANN_PYTHON_REQUIREMENTS: tuple[str, ...] = (
     "psutil",
     "absl-py",
 )
-#: numpy 1.x has no wheels for Python 3.13; the guide caps numpy below 2.0 only for older Pythons.
-_NUMPY_313 = "numpy>=1.19.2"
-
 #: The project itself, and the extra of it the training job imports: python_env installs
 #: `ascend-ready[train]==<this version>` into the node's training venv, so the job (and node-local
 #: `ascend-check`) runs there the code of the controller's version, with transformers, TRL, accelerate,
 #: peft, datasets and what they require. torch is left to the stack's pin.
 PROJECT = "ascend-ready"
 TRAINING_EXTRA = "train"
-#: ascend-ready's own floor (pyproject.toml requires-python): a training venv on an older Python cannot
-#: hold it, so python_env picks (or unpacks) a newer interpreter where training is installed.
-TRAINING_PYTHON_FLOOR = "3.10"
 
 #: PyTorch's CPU build for x86_64 (the default PyPI wheel pulls in the CUDA libraries); aarch64's PyPI
 #: wheel is already CPU-only. Ascend/pytorch README: `pip3 install torch==X+cpu --index-url ...`.

@@ -63,7 +63,7 @@ def run_algorithm(algo: str, cfg: TrainConfig, output_dir: Path, resume: bool) -
     """Set up this process's device and process group, then train. Used by workers and single-process runs."""
     from importlib import import_module
 
-    from ascend_ready.fleet.devices import barrier, setup_runtime, shutdown
+    from ascend_ready.runtime import barrier, setup_runtime, shutdown
     from ascend_ready.training.worker_hooks import digest_callback, ensure_node_model, profiled
 
     if "RANK" in os.environ:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ascend_ready.fleet.devices import Runtime, require
+from ascend_ready.runtime import Runtime, require
 from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import load_prompts
 from ascend_ready.training.evaluate import accuracy

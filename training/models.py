@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ascend_ready.errors import ConfigError
-from ascend_ready.fleet.devices import Runtime, barrier, require
+from ascend_ready.runtime import Runtime, barrier, require
 from ascend_ready.training.config import LoraConfig, TinyModelConfig, TrainConfig
 
 # The tiny task only needs arithmetic; a 21-token vocabulary lets a random model find the format quickly.

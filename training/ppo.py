@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from ascend_ready.errors import ConfigError, TrainingError
-from ascend_ready.fleet.devices import OOM_HINT, Runtime, barrier, is_oom, require
+from ascend_ready.runtime import OOM_HINT, Runtime, barrier, is_oom, require
 from ascend_ready.training.checkpoint import (
     latest_checkpoint,
     read_marker,

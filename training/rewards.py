@@ -66,7 +66,7 @@ class RewardModelScorer:
     """A local sequence-classification model (num_labels=1) scoring prompt + completion."""
 
     def __init__(self, path: str, device=None):
-        from ascend_ready.fleet.devices import require
+        from ascend_ready.runtime import require
         from ascend_ready.training.models import load_tokenizer, local_dir
 
         transformers = require("transformers")

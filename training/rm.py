@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ascend_ready.fleet.devices import Runtime, require
+from ascend_ready.runtime import Runtime, require
 from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import preference_rows
 from ascend_ready.training.models import peft_config

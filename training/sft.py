@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ascend_ready.fleet.devices import Runtime, require
+from ascend_ready.runtime import Runtime, require
 from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import sft_rows
 from ascend_ready.training.evaluate import accuracy

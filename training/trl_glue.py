@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ascend_ready.errors import ConfigError, TrainingError
-from ascend_ready.fleet.devices import OOM_HINT, Runtime, is_oom, require
+from ascend_ready.runtime import OOM_HINT, Runtime, is_oom, require
 from ascend_ready.training.checkpoint import commit_checkpoint, latest_checkpoint, read_marker
 from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import PromptSet, load_prompts

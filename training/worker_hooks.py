@@ -114,7 +114,7 @@ def weights_digest(model) -> str:
 
 def digest_callback(rank: int):
     """A TrainerCallback printing `weights sha256 rank R: HEX` at the end of training, on every rank."""
-    from ascend_ready.fleet.devices import require
+    from ascend_ready.runtime import require
 
     class _Digest(require("transformers").TrainerCallback):
         def on_train_end(self, args, state, control, model=None, **kw):

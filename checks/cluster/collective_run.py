@@ -30,11 +30,11 @@ from ascend_ready.checks.resources import Host
 from ascend_ready.checks.resources.launch import LoginUser, MasterRoute
 from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult
 from ascend_ready.errors import AscendReadyError, ParseError
-from ascend_ready.fleet.devices import BACKENDS
 from ascend_ready.fleet.job import root_cause, run_job, same_failure
 from ascend_ready.fleet.plan import HostPlan, JobPlan, NodeFacts, hccl_env, remote_command, torchrun_command
 from ascend_ready.fleet.sessions import open_sessions
 from ascend_ready.fleet.transport import FanoutOptions, Target
+from ascend_ready.runtime import BACKENDS
 
 __all__ = ["DEVICE_PROBE", "Sweep", "record", "run_collective", "sweep_for"]
 

@@ -22,7 +22,7 @@ from ascend_ready.checks.cluster.collective import (
     parse_size,
 )
 from ascend_ready.checks.cluster.mesh import round_robin
-from ascend_ready.fleet.devices import setup_runtime, shutdown
+from ascend_ready.runtime import setup_runtime, shutdown
 
 __all__ = ["main"]
 

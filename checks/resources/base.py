@@ -145,11 +145,8 @@ class HostBase:
         return f"{type(self).__name__}({self.name!r})"
 
     @contextmanager
-    def reading(self, check_id: str, reads: Iterable[type[Resource]] | None) -> Iterator[None]:
-        """Limit reads to `reads` (None: no limit, for checks that list their probes by hand)."""
-        if reads is None:
-            yield
-            return
+    def reading(self, check_id: str, reads: Iterable[type[Resource]]) -> Iterator[None]:
+        """Limit reads to `reads` while check `check_id` runs."""
         closure = resource_closure(reads)
         self._allowed = (check_id, set(closure), set(probe_ids(closure)))
         try:

@@ -300,18 +300,18 @@ def test_a_device_without_ip_disagrees_with_the_hccn_conf_that_names_one():
     assert r.status == "fail" and r.message.startswith("device 3 runs no IP, hccn.conf says 192.4.1.13")
 
 
-def test_an_old_style_check_may_still_list_its_probes_by_hand():
+def test_a_check_names_the_resources_it_reads_and_its_probes_are_theirs():
     from ascend_ready.checks.registry import CHECKS, check
 
     def body(host):
         pass
 
     try:
-        spec = check("third.party", title="t", probes=["sysctl"], fix="f")(body).__check__
-        assert (spec.probes, spec.reads) == (("sysctl",), None)
         spec = check("third.party", title="t", reads=[Sysctl], fix="f")(body).__check__
         assert (spec.probes, spec.reads) == (("sysctl",), (Sysctl,))
     finally:
         CHECKS.pop("third.party", None)
     with pytest.raises(ValueError, match="give reads="):
-        check("third.other", title="t", reads=[Sysctl], probes=["sysctl"], fix="f")
+        check("third.other", title="t", reads=[], fix="f")
+    with pytest.raises(TypeError):  # probe ids listed by hand are gone: a check reads resources
+        check("third.other", title="t", probes=["sysctl"], fix="f")

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("trl")
 import torch
 
-from ascend_ready.fleet.devices import setup_runtime
+from ascend_ready.runtime import setup_runtime
 from ascend_ready.training import grpo, ppo
 from ascend_ready.training.config import load_config
 from ascend_ready.training.data import load_prompts

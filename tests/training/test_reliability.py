@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from ascend_ready.errors import MissingExtraError, TrainingError
-from ascend_ready.fleet.devices import TRAIN_EXTRA_HINT, require, setup_runtime
+from ascend_ready.runtime import TRAIN_EXTRA_HINT, require, setup_runtime
 from ascend_ready.training import trl_glue
 from ascend_ready.training.checkpoint import commit_checkpoint
 from ascend_ready.training.cli import main

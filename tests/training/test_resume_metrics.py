@@ -8,7 +8,7 @@ import collections
 import pytest
 
 pytest.importorskip("trl")
-from ascend_ready.fleet.devices import setup_runtime
+from ascend_ready.runtime import setup_runtime
 from ascend_ready.training import grpo, ppo
 from ascend_ready.training.config import load_config
 from ascend_ready.training.metrics import read_metrics
