@@ -1,5 +1,6 @@
 """Generate the reference pages of docs/ from the sources they describe, so they cannot drift:
-docs/checks.md (the check registry and diagnose's knowledge base), docs/matrix.md (provision/matrix.yml),
+docs/checks.md (the check registry and diagnose's knowledge base), the checks table of checks/README.md,
+docs/matrix.md (provision/matrix.yml),
 the example block of docs/packages.md (`ascend-matrix packages`) and the translation table of docs/verl.md
 (training/verl_translation.yml).
 
@@ -388,11 +389,24 @@ def _fill_blocks(text: str, blocks: dict[str, str], path: Path) -> str:
     return BLOCK.sub(replace, text)
 
 
+def render_checks_table() -> str:
+    """checks/README.md's table: every registered check, its tier, severity, title and whether its fix
+    disrupts running jobs."""
+    from ascend_ready.checks.registry import all_checks
+
+    rows = [[f"`{spec.id}`", spec.tier, spec.severity, _prose(spec.title),
+             "yes" if spec.remediation and spec.remediation.disruptive else "no"]
+            for spec in all_checks().values()]
+    return "\n".join(_table(["id", "tier", "severity", "asserts", "fix disrupts jobs"], rows)) + "\n"
+
+
 def pages() -> dict[Path, str]:
     """Every generated page's content as it should be."""
     packages = DOCS / "packages.md"
     verl = DOCS / "verl.md"
+    readme = REPO / "checks" / "README.md"
     return {
+        readme: _fill_blocks(readme.read_text(), {"checks-table": render_checks_table()}, readme),
         DOCS / "checks.md": render_checks(),
         DOCS / "matrix.md": render_matrix(),
         packages: _fill_blocks(
