@@ -9,7 +9,8 @@ Each figure is the median of --repeat runs after one warm-up.
 
     sudo .venv/bin/python bench/node_local.py [--repeat 5] [--json FILE]
 
-Needs root (the simulator); its own run dir and subnet (ASCEND_BENCH_RUN_DIR, ASCEND_BENCH_SUBNET).
+Needs root (the simulator); its own run dir and subnet (ASCEND_BENCH_RUN_DIR, ASCEND_BENCH_SUBNET). The node
+runs this checkout and its .venv, which the simulator lends it (ASCEND_SIM_LEND_CHECKOUT=1, set here).
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ def main() -> int:
         print("error: the simulated cluster needs root", file=sys.stderr)
         return 2
     os.environ["ASCEND_SIM_RUN_DIR"], os.environ["ASCEND_SIM_SUBNET"] = RUN_DIR, SUBNET
+    # The node runs this checkout's ascend-check with this .venv's interpreter (node_exec below): the
+    # simulator lends them to its nodes only when asked (sim/cluster.py; off by default).
+    os.environ["ASCEND_SIM_LEND_CHECKOUT"] = "1"
     from ascend_ready.provision.resolver import resolve
     from ascend_ready.sim import cluster as sim
     from ascend_ready.sim.packages import build_package_dir
