@@ -11,8 +11,10 @@ import os
 import secrets
 import shutil
 import stat
+import subprocess
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from ascend_ready.errors import HostUnreachable
@@ -71,8 +73,6 @@ class Session:
 
 class LocalRemote(Remote):
     def __init__(self, command: str):
-        import subprocess
-
         # exec: the PID is the command's own (the node guard's, once its shell execs it), as over SSH
         self.proc = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -118,8 +118,6 @@ class LocalSession(Session):
         self.login_user = getpass.getuser()
 
     def run(self, command: str, timeout_s: float, *, user: str | None = None) -> CommandResult:
-        import subprocess
-
         # a session of its own: at the time limit the whole of it goes, as the batch's does (transport)
         proc = subprocess.Popen(["/bin/sh", "-c", self.as_user(command, user)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -279,8 +277,6 @@ class SshSession(Session):
 @contextlib.contextmanager
 def open_sessions(targets: Sequence[Target], options: FanoutOptions) -> Iterator[dict[str, Session]]:
     """A session per target, opened in parallel; HostUnreachable naming the first host that is not."""
-    from concurrent.futures import ThreadPoolExecutor
-
     with contextlib.ExitStack() as stack:
         remote = [t for t in targets if not t.is_local]
 

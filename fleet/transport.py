@@ -14,6 +14,7 @@ import contextlib
 import getpass
 import importlib
 import importlib.util
+import logging
 import os
 import socket
 import subprocess
@@ -198,8 +199,6 @@ def _quiet_paramiko_log() -> None:
     reading SSH protocol banner"); with no handler of ours, Python's last-resort handler printed it on
     stderr. The error reaches the user as the host's `unreachable: <reason>` instead; --debug's handlers
     on the root logger still get the record."""
-    import logging
-
     logger = logging.getLogger("paramiko")
     if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
         logger.addHandler(logging.NullHandler())

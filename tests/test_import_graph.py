@@ -152,3 +152,100 @@ def test_a_cycle_is_found_and_named_with_its_import_lines(tmp_path):
     found = cycles(graph)
     assert found == [["lib.a", "lib.b", "lib.sub.c", "lib.a"]]
     assert _name(found[0], graph) == "lib.a (line 2) -> lib.b (line 2) -> lib.sub.c (line 1) -> lib.a"
+
+
+# ---------------------------------------------------------------- function-level imports
+
+#: optional dependencies too heavy to import at a module's top (the train and verl extras, numactl-free
+#: binding aside): a function-level import of one needs no comment
+HEAVY_OPTIONAL = frozenset({
+    "torch", "torch_npu", "ray", "verl", "deepspeed", "matplotlib", "transformers", "trl", "peft",
+    "datasets", "accelerate", "pandas", "pyarrow", "hydra", "omegaconf", "tensorboard", "vllm", "megatron",
+    "tensordict",
+})
+FUNCTION_IMPORT_FOLDERS = ("common", "fleet", "provision", "checks", "training")
+
+
+def function_level_imports(repo: Path) -> dict[str, list[tuple[int, str]]]:
+    """file -> [(line, module)] of the function-level imports that are neither of a heavy optional
+    dependency nor carry a comment (on their line or the line above) saying why they are there."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    for folder in FUNCTION_IMPORT_FOLDERS:
+        for path in sorted((repo / folder).rglob("*.py")):
+            text = path.read_text()
+            lines = text.splitlines()
+            seen = set()
+            for fn in ast.walk(ast.parse(text, str(path))):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(fn):
+                    if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in seen:
+                        continue
+                    seen.add(node.lineno)
+                    module = node.names[0].name if isinstance(node, ast.Import) else (node.module or "")
+                    said = "#" in lines[node.lineno - 1] or lines[node.lineno - 2].strip().startswith("#")
+                    if module.split(".")[0] not in HEAVY_OPTIONAL and not said:
+                        out.setdefault(path.relative_to(repo).as_posix(), []).append((node.lineno, module))
+    return out
+
+
+#: the function-level imports without a reason when this rule came (issue 27), per file: the count may
+#: only go down (move the import to the top, or say why on its line); a file not listed may have none
+FUNCTION_IMPORTS_BEFORE = {
+    "checks/cli.py": 45,
+    "checks/cluster/collective_worker.py": 1,
+    "checks/cluster/fleet_file.py": 6,
+    "checks/cluster/launchspec.py": 20,
+    "checks/cluster/mesh_run.py": 5,
+    "checks/cluster/ranktable.py": 9,
+    "checks/diagnose/render.py": 1,
+    "checks/html_report.py": 1,
+    "checks/node_mode.py": 15,
+    "checks/parse_cli.py": 2,
+    "checks/parsers/base.py": 1,
+    "checks/parsers/hccn/collection.py": 2,
+    "checks/preflight.py": 5,
+    "checks/profile.py": 1,
+    "checks/registry.py": 2,
+    "checks/report.py": 6,
+    "checks/resources/hccn.py": 1,
+    "checks/resources/npu.py": 2,
+    "checks/snapshot.py": 2,
+    "checks/suite/test_fleet.py": 1,
+    "checks/suite/test_versions.py": 1,
+    "common/cli_guard.py": 4,
+    "common/errors.py": 2,
+    "common/paths.py": 3,
+    "fleet/inventory.py": 5,
+    "fleet/job.py": 1,
+    "fleet/transport.py": 8,
+    "provision/cli.py": 1,
+    "provision/packages.py": 2,
+    "provision/prepare_cli.py": 4,
+    "training/checkpoint.py": 3,
+    "training/cli.py": 21,
+    "training/config.py": 1,
+    "training/launch.py": 5,
+    "training/memory_plan.py": 1,
+    "training/multinode.py": 1,
+    "training/node_files.py": 7,
+    "training/node_probe.py": 6,
+    "training/preflight.py": 2,
+    "training/ray_cluster.py": 1,
+    "training/rewards.py": 2,
+    "training/slurm_launch.py": 4,
+    "training/verl_data.py": 2,
+    "training/verl_glue.py": 11,
+    "training/verl_overrides.py": 4,
+    "training/worker_hooks.py": 2,
+}
+
+
+def test_a_function_level_import_is_of_a_heavy_dependency_or_says_why():
+    found = function_level_imports(REPO)
+    grown = {f: [m for _, m in found[f]] for f in found if len(found[f]) > FUNCTION_IMPORTS_BEFORE.get(f, 0)}
+    assert not grown, (
+        "function-level imports that are not of a heavy optional dependency (torch, ray, verl, deepspeed, "
+        "matplotlib, ...) and say no reason: move them to the module's top, or put the reason (a measured "
+        f"start-up cost, an optional dependency) in a comment on the line: {grown}")
+    assert sum(len(v) for v in found.values()) <= sum(FUNCTION_IMPORTS_BEFORE.values())

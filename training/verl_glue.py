@@ -13,11 +13,17 @@ dependencies) and `pip install --no-deps verl==0.9.1`; verl's own requirements w
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import os
+import secrets
+import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +130,6 @@ def launch(algorithm: str, cfg: Any, out: Path, *, skip_preflight: bool = False,
     ensure_tiny_model(cfg, out)
     env = None
     if cluster is not None and run is not None:
-        import os
-
         from ascend_ready.training import ray_cluster
 
         ray_cluster.start(cluster, run, log=log)
@@ -176,8 +180,6 @@ def _runtime(sessions: dict, cluster: Any, modules: tuple[str, ...]
              ) -> dict[str, tuple[str | None, list, dict[str, str | None]]]:
     """node -> (its Ray version, the modules of verl's runtime it lacks, the installed versions of the
     packages the matrix pins), read with the node's interpreter."""
-    import shlex
-
     found = {}
     for node in cluster.nodes:
         code = _RUNTIME_PROBE % (modules, PINNED_PACKAGES)
@@ -200,8 +202,6 @@ def _versions(fingerprint: dict[str, str]) -> dict[str, str | None]:
 
 
 def _refuse_without_ray(versions: dict[str, tuple], python: dict[str, str]) -> None:
-    from importlib.metadata import version
-
     here = version("ray") if importlib.util.find_spec("ray") else None
     want = here or next((v for v, *_ in versions.values() if v), None)
     bad = [f"{n}: {'no ray in ' + python[n] if v is None else f'ray {v}, not {want}'}"
@@ -224,10 +224,6 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
     and TrainingError names what is missing where. `opts` is multinode.LaunchOptions; `cluster_options`
     are RayCluster's (num_cpus, object_store_bytes, port).
     """
-    import contextlib
-    import secrets
-    import time
-
     from ascend_ready.checks.cluster.node_facts import FactQuery, node_facts
     from ascend_ready.fleet.job import root_cause, run_job
     from ascend_ready.fleet.sessions import open_sessions
@@ -300,8 +296,6 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
             torchrun=[head.python, "-m", "verl.trainer.main_ppo", *overrides], bindings=[],
             set_env=opts.set_env, facts=facts.get(head.name)))
         if opts.dry_run:
-            import sys
-
             lines = [f"ray cluster: {len(cluster.nodes)} node(s), head {head.name} at {cluster.address}"]
             lines += [f"== {n.name}: {'head' if n is head else 'worker'}, NIC {n.nic or '-'} {n.ip}, "
                       f"{len(n.devices)} NPU(s)\n{cluster.start_command(n)}" for n in cluster.nodes]
