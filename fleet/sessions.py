@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
-from ascend_ready.errors import HostUnreachable
+from ascend_ready.errors import ConfigError, HostUnreachable
 from ascend_ready.fleet.transport import FanoutOptions, Target, ssh_client
 
 __all__ = ["LocalSession", "Remote", "Session", "SshSession", "open_sessions"]
@@ -55,6 +55,15 @@ class Session:
 
     def get_file(self, remote: str, local: Path) -> None:
         raise NotImplementedError
+
+
+def put_failed(node: str, remote: str, exc: OSError) -> ConfigError:
+    """The error of a copy onto a node that failed (ops-launch): names the node, the path and the cause."""
+    why = exc.strerror or str(exc) or type(exc).__name__
+    if why == "Failure":  # SFTP's SSH_FX_FAILURE: the server does not say (a read-only mount, a full disk)
+        why = "the SFTP server answered 'Failure' (a read-only or full file system)"
+    return ConfigError(f"{node}: cannot write {remote}: {why}",
+                       hint="give a --node-output-dir the node's user may write, with room")
 
 
 class LocalRemote(Remote):
@@ -118,9 +127,12 @@ class LocalSession(Session):
         return LocalRemote(command)
 
     def put_file(self, local: Path, remote: str) -> None:
-        Path(remote).parent.mkdir(parents=True, exist_ok=True)
-        if Path(local).resolve() != Path(remote).resolve():
-            shutil.copyfile(local, remote)
+        try:
+            Path(remote).parent.mkdir(parents=True, exist_ok=True)
+            if Path(local).resolve() != Path(remote).resolve():
+                shutil.copyfile(local, remote)
+        except OSError as exc:
+            raise put_failed(self.name, remote, exc) from None
 
     def exists(self, remote: str) -> bool:
         return Path(remote).exists()
@@ -215,10 +227,13 @@ class SshSession(Session):
     def put_file(self, local: Path, remote: str) -> None:
         # Aside, then renamed: where `remote` is `local` after all (a share not detected), a put straight
         # onto it would truncate the very file it reads.
-        self._mkdirs(str(PurePosixPath(remote).parent))
         aside = f"{remote}.ascend-train-{secrets.token_hex(4)}"
-        self.sftp.put(str(local), aside)
-        self.sftp.posix_rename(aside, remote)
+        try:
+            self._mkdirs(str(PurePosixPath(remote).parent))
+            self.sftp.put(str(local), aside)
+            self.sftp.posix_rename(aside, remote)
+        except OSError as exc:  # SFTP's bare "Failure" on a read-only file system, EACCES, ENOSPC
+            raise put_failed(self.name, remote, exc) from None
 
     def exists(self, remote: str) -> bool:
         try:

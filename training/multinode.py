@@ -39,7 +39,7 @@ from ascend_ready.fleet.plan import HostPlan, JobPlan, NodeFacts, remote_command
 from ascend_ready.fleet.sessions import open_sessions
 from ascend_ready.fleet.transport import Target
 from ascend_ready.training import launch as launch_mod
-from ascend_ready.training import node_files, node_probe, numa, worker_hooks
+from ascend_ready.training import node_files, node_probe, numa, run_dir, worker_hooks
 from ascend_ready.training.config import TrainConfig, dump_config
 from ascend_ready.training.node_files import PROFILE_DIR
 from ascend_ready.training.node_probe import DEFAULT_SET_ENV, LaunchOptions
@@ -193,6 +193,10 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         sessions = (stack.enter_context(open_sessions([targets[n] for n in start], opts.fanout))
                     if need_probe else {})
         if not opts.dry_run:
+            # hook (ops-launch, training/run_dir.py): every node's output dir, as the job's user, first
+            run_dir.refuse_node_dirs({n: targets[n] for n in start}, opts.fanout, node_output,
+                                     {n: u for n, u in users.items() if u and u != targets[n].user},
+                                     resume=resume, min_free_gb=cfg.launch.min_output_free_gb)
             output_dir.mkdir(parents=True, exist_ok=True)
             (output_dir / RESOLVED_CONFIG).write_text(dump_config(cfg))
             nonce = secrets.token_hex(8)
@@ -262,8 +266,7 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
              if same else
              f"the job failed on {cause.name}: {cause.lost or cause.error or f'exit code {cause.rc}'}"
              + (f"; stopped on {', '.join(others)}" if others else "")) + "\n" + _summary(result),
-            hint=f"logs: {plan.log_dir}/<host>.log; fix the cause, then run the same command with --resume "
-            "to continue from the last checkpoint on every node",
+            hint=run_dir.after_failure_hint(output_dir, plan.log_dir),  # hook (ops-launch): fits the state
         )
     return {"output_dir": str(output_dir), "hosts": [h.name for h in plan.hosts], "run_id": plan.run_id,
             "logs": str(plan.log_dir), "wall_s": round(elapsed, 1)}

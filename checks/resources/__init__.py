@@ -32,6 +32,7 @@ from ascend_ready.checks.resources.os import (
     Thp,
     UserLimits,
 )
+from ascend_ready.checks.resources.output_dir import OutputDir
 from ascend_ready.checks.resources.pcie import Dmesg, PcieLinks, PciFunctions
 from ascend_ready.checks.resources.versions import (
     CannComponents,
@@ -71,6 +72,7 @@ __all__ = [
     "NpuTopology",
     "NumaNodes",
     "OsRelease",
+    "OutputDir",
     "PciFunctions",
     "PcieLinks",
     "ProbeDef",
@@ -116,6 +118,7 @@ ALL: tuple[type[Resource], ...] = (
     Glibc,
     KernelHeaders,
     DiskFree,
+    OutputDir,
     Shm,
     Clock,
     OsRelease,
@@ -252,6 +255,11 @@ class Host(HostBase):
     def disk_free(self) -> DiskFree:
         """Free space for checkpoints."""
         return self.resource(DiskFree)
+
+    @property
+    def output_dir(self) -> OutputDir:
+        """The job's output directory (the profile's checkpoint_dir) as the training user sees it."""
+        return self.resource(OutputDir)
 
     @property
     def shm(self) -> Shm:
