@@ -39,7 +39,7 @@ from ascend_ready.fleet.plan import HostPlan, JobPlan, NodeFacts, remote_command
 from ascend_ready.fleet.sessions import open_sessions
 from ascend_ready.fleet.transport import Target
 from ascend_ready.training import launch as launch_mod
-from ascend_ready.training import node_files, node_probe, numa, run_dir, worker_hooks
+from ascend_ready.training import node_files, node_probe, numa, reach, run_dir, worker_hooks
 from ascend_ready.training.config import TrainConfig, dump_config
 from ascend_ready.training.node_files import PROFILE_DIR
 from ascend_ready.training.node_probe import DEFAULT_SET_ENV, LaunchOptions
@@ -210,6 +210,8 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
                 lambda n: node_probe.required_paths(cfg, python_of[n], opts.set_env,
                                                     None if opts.dry_run else config_path),
                 f"{node_output}/{marker.name}" if marker else None, nonce, probe_as)
+        if facts:  # hook (ops-launch, training/reach.py): a node without a route to the master never starts
+            reach.refuse_unrouted_nodes(facts, master)
         # the exact interpreter each node expanded (a ~ascend/venvs/... path of the inventory)
         python_of = {n: (facts[n].python if n in facts else None) or p for n, p in python_of.items()}
         if from_inventory:
@@ -261,8 +263,12 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         opts.log(launch_mod.explain_failure([plan.log_dir], [h.name for h in plan.hosts]).rstrip("\n"))
         cause, same = root_cause(result.nodes), same_failure(result.nodes)
         others = [o.name for o in result.nodes if o is not cause]
+        # hook (ops-launch, training/reach.py): a rendezvous that timed out names the nodes that did not join
+        rdzv = reach.rendezvous_failure(result.nodes, plan.master_addr, plan.master_port)
         raise TrainingError(
-            (f"the job failed the same way on every node ({', '.join(o.name for o in result.nodes)}): {same}"
+            (f"{rdzv}\n" if rdzv else "")
+            + (f"the job failed the same way on every node ({', '.join(o.name for o in result.nodes)}): "
+               f"{same}"
              if same else
              f"the job failed on {cause.name}: {cause.lost or cause.error or f'exit code {cause.rc}'}"
              + (f"; stopped on {', '.join(others)}" if others else "")) + "\n" + _summary(result),
