@@ -183,6 +183,9 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
     python_of, users = fleet.python, fleet.users
     # A dry run connects only where it must: to read the NICs the spec does not give.
     need_probe = not opts.dry_run or from_inventory or any(not hosts_spec[n].nic for n in start)
+    # hook (ops-launch): the dry run binds NUMA from the same fact as the launch (the node's `npu-smi info
+    # -t topo`, read-only), never from its absence
+    need_probe = need_probe or (opts.numa_bind and any(hosts_spec[n].devices for n in start))
     if not from_inventory and not opts.dry_run:
         node_probe.refuse_changed_versions(spec, hosts_spec, {n: targets[n] for n in start}, opts)
     facts: dict[str, NodeFacts] = {}
