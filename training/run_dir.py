@@ -22,6 +22,7 @@ from pathlib import Path
 from ascend_ready.checks.resources.output_dir import RUN_FILES
 from ascend_ready.errors import ConfigError
 from ascend_ready.fleet.transport import FanoutOptions, Target
+from ascend_ready.training.checkpoint import latest_checkpoint
 
 __all__ = ["RUN_TEMPLATE", "after_failure_hint", "expand", "held_run", "refuse_node_dirs", "refuse_run_here"]
 
@@ -116,10 +117,7 @@ def refuse_node_dirs(targets: Mapping[str, Target], fanout: FanoutOptions, node_
 
 def after_failure_hint(output_dir: Path, log_dir: Path, same_command: str = "the same command") -> str:
     """The hint of a failed job that fits what it left: --resume only where a committed checkpoint is."""
-    from ascend_ready.training.checkpoint import latest_checkpoint
-    from ascend_ready.training.trl_glue import CHECKPOINT_DIR
-
-    latest = latest_checkpoint(output_dir / CHECKPOINT_DIR)
+    latest = latest_checkpoint(output_dir / "checkpoints")  # trl_glue.CHECKPOINT_DIR
     if latest is not None:
         return (f"logs: {log_dir}/<host>.log; fix the cause, then run {same_command} with --resume to "
                 f"continue from the last checkpoint ({latest.name}) on every node")

@@ -136,4 +136,4 @@ def test_the_dry_run_binds_numa_from_the_same_fact_as_the_launch(tmp_path, monke
     assert result.exit_code == 0, result.output
     assert asked == ["node01", "node02"]
     assert "not available" not in result.stdout
-    assert "numa: local rank 6 (NPU 6): NUMA node 6" in result.stdout.replace("  ", " "), result.stdout
+    assert "numa: local rank 0 (NPU 0): NUMA node 6, CPUs 144-167" in result.stdout, result.stdout

@@ -173,3 +173,16 @@ def test_a_copy_onto_a_read_only_node_dir_is_a_message_not_a_traceback(tmp_path)
                            f"{tmp_path}/ro/r4/config.yaml"], capture_output=True, text=True)
     want = f"node01: cannot write {tmp_path}/ro/r4/config.yaml: Read-only file system"
     assert proc.stdout.strip() == want, proc.stdout + proc.stderr
+
+
+def test_resume_of_a_run_that_stopped_before_its_first_checkpoint_says_there_is_nothing_to_resume(tmp_path):
+    # what a job that failed before its first checkpoint leaves: config.yaml, logs/, an empty checkpoints/
+    out = tmp_path / "r5"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "logs").mkdir()
+    (out / "config.yaml").write_text("max_steps: 20\n")
+    result = CliRunner().invoke(main, ["grpo", "-c", "tiny", "-o", str(out), "--resume", "--skip-preflight"])
+    assert result.exit_code == 2, result.output
+    assert "holds only config.yaml, checkpoints of a run that stopped before its first" in result.output
+    assert "there is nothing to --resume: start again in another -o" in result.output
+    assert "drop --resume" not in result.output  # which the run-dir refusal would then refuse
