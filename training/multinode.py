@@ -200,6 +200,7 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
             run_dir.refuse_node_dirs({n: targets[n] for n in start}, opts.fanout, node_output,
                                      {n: u for n, u in users.items() if u and u != targets[n].user},
                                      resume=resume, min_free_gb=cfg.launch.min_output_free_gb)
+            created = run_dir.missing_parts(output_dir)
             output_dir.mkdir(parents=True, exist_ok=True)
             (output_dir / RESOLVED_CONFIG).write_text(dump_config(cfg))
             nonce = secrets.token_hex(8)
@@ -228,6 +229,10 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
                 if not facts[n].sees_output:
                     facts[n].missing.pop("config", None)
             node_probe.refuse_missing(facts, python_of)
+            # hook (ops-launch, training/run_dir.py): a run dir this controller made on a share is one the
+            # job's user may write, or the launch is refused and what was made removed
+            run_dir.recheck_made_here({n: targets[n] for n in start if facts[n].sees_output}, opts.fanout,
+                                      node_output, probe_as, created, [output_dir / RESOLVED_CONFIG, marker])
         plan = plan_job(algo, cfg, spec, hosts_spec, targets, output_dir, opts, resume=resume, facts=facts)
         if opts.dry_run:
             sys.stdout.write(render_dry_run(plan))

@@ -14,6 +14,7 @@ failed job that fits what the run directory holds (after_failure_hint).
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Mapping
@@ -124,3 +125,32 @@ def after_failure_hint(output_dir: Path, log_dir: Path, same_command: str = "the
     return (f"logs: {log_dir}/<host>.log; no checkpoint was committed, so there is nothing to --resume: fix "
             f"the cause, then start again in {_FRESH} ({output_dir} keeps this attempt's config and logs)")
 
+
+
+def missing_parts(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet (what `mkdir -p` will create), deepest first."""
+    out = []
+    while not path.exists() and path.parent != path:
+        out.append(path)
+        path = path.parent
+    return out
+
+
+def recheck_made_here(shared: Mapping[str, Target], fanout: FanoutOptions, node_output: str,
+                      users: Mapping[str, str | None], created: list[Path], written: list[Path]) -> None:
+    """After the controller made the run dir (`created`: what its mkdir created) on a filesystem the nodes
+    share, refuse unless the job's user may write it on each of them (the controller's user owns it now,
+    e.g. root's 0755: the job died with a PermissionError); on refusal, remove `written` and `created`
+    (nothing is left behind). Nothing to do when the directory was there before (refuse_node_dirs tried
+    it) or no node shares it."""
+    if not shared or not created:
+        return
+    try:
+        refuse_node_dirs(shared, fanout, node_output, users, resume=True, min_free_gb=0)
+    except ConfigError:
+        for path in written:
+            path.unlink(missing_ok=True)
+        for path in created:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise

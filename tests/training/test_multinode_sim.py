@@ -303,3 +303,17 @@ def test_output_dirs_the_job_user_cannot_write_or_that_hold_a_run_are_refused_be
         assert not out.exists()
     finally:
         node_run(cluster, "node02", "umount", "/srv/r-ro")
+
+
+def test_a_shared_run_dir_the_job_user_cannot_write_is_refused_before_the_job_starts(cluster):
+    # issue 28: `--skip-preflight --python PY` with a shared run directory the job user cannot write
+    # started the job, which died with a PermissionError on the node
+    out, seen = shared_run(cluster, "locked")
+    out.mkdir(mode=0o755)
+    os.chown(out, 0, 0)
+    proc = train("grpo", "-c", "tiny", "-i", str(cluster.inventory_path), "--skip-preflight", "-o", str(out),
+                 "--node-output-dir", seen, *COMMON, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    for name in ("node01", "node02"):
+        assert f"{name}: {seen} is not writable by user ascend: Permission denied" in proc.stderr
+    assert os.listdir(out) == []

@@ -186,3 +186,21 @@ def test_resume_of_a_run_that_stopped_before_its_first_checkpoint_says_there_is_
     assert "holds only config.yaml, checkpoints of a run that stopped before its first" in result.output
     assert "there is nothing to --resume: start again in another -o" in result.output
     assert "drop --resume" not in result.output  # which the run-dir refusal would then refuse
+
+
+def test_a_run_dir_made_here_on_a_share_the_job_user_cannot_use_is_refused_and_removed(tmp_path):
+    # issue 28: the controller's mkdir makes the shared run dir its own user's; the launch re-tries it
+    # on the nodes that share it and, refused, removes what it made (here the node does not answer)
+    out = tmp_path / "share" / "r4"
+    created = run_dir.missing_parts(out)
+    assert created == [out, tmp_path / "share"]
+    out.mkdir(parents=True)
+    (out / "config.yaml").write_text("x: 1\n")
+    marker = out / ".ascend-train-shared-0011"
+    marker.write_text("0011")
+    node = {"node01": Target("node01", address="127.0.0.1", port=1, user="root")}
+    with pytest.raises(ConfigError, match="node01: unreachable"):
+        run_dir.recheck_made_here(node, FanoutOptions(connect_timeout_s=2), str(out), {}, created,
+                                  [out / "config.yaml", marker])
+    assert os.listdir(tmp_path) == []
+    run_dir.recheck_made_here(node, FanoutOptions(), str(out), {}, [], [])  # it was there before: tried first
