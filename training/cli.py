@@ -108,7 +108,7 @@ def _launch(
         cfg.distributed.strategy = opts["strategy"]
     worker = os.environ.get(launch_mod.WORKER_ENV) == "1" or "RANK" in os.environ
     if not worker:  # hook (ops-launch, training/run_dir.py): -o 'DIR/{run}' is a fresh subdirectory
-        from ascend_ready.training import run_dir
+        from ascend_ready.training import run_dir  # start-up time: it imports the checks' resources
 
         output_dir, opts["node_output_dir"] = run_dir.expand(output_dir, opts.get("node_output_dir"), algo)
     out = Path(output_dir or f"runs/{algo}")

@@ -92,7 +92,8 @@ __all__ = [
     "same_subnet",
 ]
 
-#: Every resource, in the order their probes run in a batch: the vendor tools first (serially),
+#: Every resource a check reads, in the order their probes run in a batch (OutputDir is read only by the
+#: launcher's pre-start probe, training/run_dir.py, and is no preflight probe: it tries a write): the vendor tools first (serially),
 #: then PCI and the kernel log, the device NICs, the OS and the software stack.
 ALL: tuple[type[Resource], ...] = (
     NpuSmi,
@@ -118,7 +119,6 @@ ALL: tuple[type[Resource], ...] = (
     Glibc,
     KernelHeaders,
     DiskFree,
-    OutputDir,
     Shm,
     Clock,
     OsRelease,
