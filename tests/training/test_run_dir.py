@@ -103,7 +103,7 @@ def test_the_hint_after_a_failure_fits_what_the_run_directory_holds(tmp_path):
 def test_a_new_directory_under_a_writable_parent_may_be_written(tmp_path):
     path = tmp_path / "new" / "sub"
     state = _host(_run_probe(path), path).output_dir.state
-    assert state.writable and state.base == str(tmp_path) and state.run_files == []
+    assert state.writable and state.base == str(tmp_path) and state.run_files == ()
     assert state.disk is not None and state.disk.avail_kb > 0
     assert _host(_run_probe(path), path).output_dir.problems(resume=False) == []
     assert not path.exists() and os.listdir(tmp_path) == []  # the try left nothing
