@@ -93,8 +93,8 @@ __all__ = [
 ]
 
 #: Every resource a check reads, in the order their probes run in a batch (OutputDir is read only by the
-#: launcher's pre-start probe, training/run_dir.py, and is no preflight probe: it tries a write): the vendor tools first (serially),
-#: then PCI and the kernel log, the device NICs, the OS and the software stack.
+#: launcher's pre-start probe, training/run_dir.py, and is no preflight probe: it tries a write): the
+#: vendor tools first (serially), then PCI and the kernel log, the device NICs, the OS and the software stack.
 ALL: tuple[type[Resource], ...] = (
     NpuSmi,
     NpuHealth,

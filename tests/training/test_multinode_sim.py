@@ -290,16 +290,18 @@ def test_output_dirs_the_job_user_cannot_write_or_that_hold_a_run_are_refused_be
         job = ["grpo", "-c", "tiny", "-i", str(cluster.inventory_path), "--skip-preflight", "-o", str(out)]
         proc = train(*job, "--node-output-dir", "/srv/r-ro/run", *COMMON, timeout=120)
         assert proc.returncode == 2, proc.stderr[-3000:]
+        print(proc.stderr[-2000:])
         assert "the job's output directory is not fit on every node; nothing was written" in proc.stderr
         said = "/srv/r-ro (to create /srv/r-ro/run) is not writable by user ascend"
-        assert f"node01: {said}: Permission denied" in proc.stderr
+        assert f"node01: {said}: Permission denied" in proc.stderr, proc.stderr[-2000:]
         why = "Read-only file system" if ro.returncode == 0 else "Permission denied"
-        assert f"node02: {said}: {why}" in proc.stderr
+        assert f"node02: {said}: {why}" in proc.stderr, proc.stderr[-2000:]
         assert "Traceback" not in proc.stderr and not out.exists()
         old = train(*job, "--node-output-dir", "/srv/r-old", *COMMON, timeout=120)
         assert old.returncode == 2, old.stderr[-3000:]
         for name in ("node01", "node02"):
-            assert f"{name}: /srv/r-old already holds a run (config.yaml, checkpoints)" in old.stderr
+            assert f"{name}: /srv/r-old already holds a run (config.yaml, checkpoints)" in old.stderr, \
+                old.stderr[-2000:]
         assert not out.exists()
     finally:
         node_run(cluster, "node02", "umount", "/srv/r-ro")
@@ -315,5 +317,6 @@ def test_a_shared_run_dir_the_job_user_cannot_write_is_refused_before_the_job_st
                  "--node-output-dir", seen, *COMMON, timeout=120)
     assert proc.returncode == 2, proc.stderr[-3000:]
     for name in ("node01", "node02"):
-        assert f"{name}: {seen} is not writable by user ascend: Permission denied" in proc.stderr
+        assert f"{name}: {seen} is not writable by user ascend: Permission denied" in proc.stderr, \
+            proc.stderr[-2000:]
     assert os.listdir(out) == []
