@@ -243,7 +243,9 @@ def fact_probes(master: str, paths: Mapping[str, tuple[str, str]], marker: str |
     NPU topology (the preflight's `npu-smi-topo`), NUMA nodes, and as the training user the required paths
     and the controller's marker file. Returns (probes, probe id -> path label)."""
     # a name: resolved by the node itself (its resolver, its /etc/hosts), as torchrun will
-    resolve = (f"m={quote(master)}; case \"$m\" in *[!0-9.:]*) "
+    # an IPv6 literal (it has a colon) is an address as it stands (ops-launch: `fd77::11` was looked up
+    # with getent ahostsv4, found nothing, and the node's route read as missing)
+    resolve = (f"m={quote(master)}; case \"$m\" in *:*) ;; *[!0-9.]*) "
                "m=$(getent ahostsv4 \"$m\" 2>/dev/null | awk 'NR==1 {print $1}');; esac; ")
     probes = [
         Probe("master", shell=resolve + 'echo "$m"',
