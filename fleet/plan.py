@@ -128,10 +128,16 @@ def _check_env(env: Mapping[str, str]) -> None:
 
 def torchrun_command(argv: Sequence[str], *, nnodes: int, nproc_per_node: int, node_rank: int,
                      master_addr: str, master_port: int, python: str | None = None,
-                     module: str, log_dir: Path | None = None) -> list[str]:
+                     module: str, log_dir: Path | None = None,
+                     rdzv_timeout_s: int | None = None) -> list[str]:
     """torchrun on one node of the job, running `python -m MODULE ARGV` in every worker. With `log_dir`,
-    every worker's stdout and stderr is also written under it (`--tee`)."""
+    every worker's stdout and stderr is also written under it (`--tee`). `rdzv_timeout_s`: the deadline of
+    the static rendezvous (its TCPStore: a node that cannot reach the master fails with "The client socket
+    has timed out after ...ms", the master with "Timed out after N seconds waiting for clients"), instead
+    of torch's 600 s."""
     logs = [f"--log-dir={log_dir}", "--tee=3"] if log_dir is not None else []
+    # hook (ops-launch): the rendezvous has a deadline
+    logs += [f"--rdzv-conf=timeout={rdzv_timeout_s}"] if rdzv_timeout_s else []
     return [
         python or sys.executable,
         "-m",

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from ascend_ready.errors import HostUnreachable
+from ascend_ready.errors import ConfigError, HostUnreachable
 from ascend_ready.fleet.become import Become
 from ascend_ready.fleet.command import GRACE_S, TIMEOUT_RC, CommandResult, bounded
 from ascend_ready.fleet.transport import FanoutOptions, Target, _kill_session, _kill_tree, ssh_client
@@ -69,6 +69,15 @@ class Session:
 
     def get_file(self, remote: str, local: Path) -> None:
         raise NotImplementedError
+
+
+def put_failed(node: str, remote: str, exc: OSError) -> ConfigError:
+    """The error of a copy onto a node that failed (ops-launch): names the node, the path and the cause."""
+    why = exc.strerror or str(exc) or type(exc).__name__
+    if why == "Failure":  # SFTP's SSH_FX_FAILURE: the server does not say (a read-only mount, a full disk)
+        why = "the SFTP server answered 'Failure' (a read-only or full file system)"
+    return ConfigError(f"{node}: cannot write {remote}: {why}",
+                       hint="give a --node-output-dir the node's user may write, with room")
 
 
 class LocalRemote(Remote):
@@ -134,9 +143,12 @@ class LocalSession(Session):
         return LocalRemote(command)
 
     def put_file(self, local: Path, remote: str) -> None:
-        Path(remote).parent.mkdir(parents=True, exist_ok=True)
-        if Path(local).resolve() != Path(remote).resolve():
-            shutil.copyfile(local, remote)
+        try:
+            Path(remote).parent.mkdir(parents=True, exist_ok=True)
+            if Path(local).resolve() != Path(remote).resolve():
+                shutil.copyfile(local, remote)
+        except OSError as exc:
+            raise put_failed(self.name, remote, exc) from None
 
     def exists(self, remote: str) -> bool:
         return Path(remote).exists()
@@ -239,10 +251,13 @@ class SshSession(Session):
     def put_file(self, local: Path, remote: str) -> None:
         # Aside, then renamed: where `remote` is `local` after all (a share not detected), a put straight
         # onto it would truncate the very file it reads.
-        self._mkdirs(str(PurePosixPath(remote).parent))
         aside = f"{remote}.ascend-train-{secrets.token_hex(4)}"
-        self.sftp.put(str(local), aside)
-        self.sftp.posix_rename(aside, remote)
+        try:
+            self._mkdirs(str(PurePosixPath(remote).parent))
+            self.sftp.put(str(local), aside)
+            self.sftp.posix_rename(aside, remote)
+        except OSError as exc:  # SFTP's bare "Failure" on a read-only file system, EACCES, ENOSPC
+            raise put_failed(self.name, remote, exc) from None
 
     def exists(self, remote: str) -> bool:
         try:

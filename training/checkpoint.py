@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ascend_ready.checks.resources.output_dir import RUN_FILES
+
 MARKER = "ascend-train.json"
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
@@ -133,8 +135,14 @@ def check_resume(root: Path, algo: str, config_json: dict) -> int:
 
     latest = latest_checkpoint(root)
     if latest is None:
-        raise ConfigError(f"--resume: no committed checkpoint under {root}",
-                          hint="drop --resume to start a new run, or give the run's -o/--output-dir")
+        # hook (ops-launch, training/run_dir.py): the hint fits what the directory holds
+        held = [f for f in RUN_FILES if (root.parent / f).exists()]
+        raise ConfigError(f"--resume: no committed checkpoint under {root}" + (
+            f" ({root.parent} holds only {', '.join(held)} of a run that stopped before its first checkpoint)"
+            if held else ""),
+            hint="there is nothing to --resume: start again in another -o, or -o 'DIR/{run}' for a fresh "
+            "subdirectory each run" if held else
+            "drop --resume to start a new run, or give the run's -o/--output-dir")
     try:
         marker = read_marker(latest)
     except (OSError, ValueError) as exc:

@@ -106,8 +106,12 @@ def _launch(
         if (opts.get("engine") or "trl") != "verl":
             raise ConfigError("--strategy chooses verl's training strategy", hint="add --engine verl")
         cfg.distributed.strategy = opts["strategy"]
-    out = Path(output_dir or f"runs/{algo}")
     worker = os.environ.get(launch_mod.WORKER_ENV) == "1" or "RANK" in os.environ
+    if not worker:  # hook (ops-launch, training/run_dir.py): -o 'DIR/{run}' is a fresh subdirectory
+        from ascend_ready.training import run_dir  # start-up time: it imports the checks' resources
+
+        output_dir, opts["node_output_dir"] = run_dir.expand(output_dir, opts.get("node_output_dir"), algo)
+    out = Path(output_dir or f"runs/{algo}")
     engine = opts.get("engine") or "trl"
     pf = cfg.preflight
     across_nodes = opts.get("launch_spec") or ((pf.hosts or pf.inventory) and opts.get("node_rank") is None)
@@ -122,6 +126,8 @@ def _launch(
 
             step = check_resume(out / CHECKPOINT_DIR, algo, cfg.model_dump(mode="json"))
             click.echo(f"resume: from step {step} of {out / CHECKPOINT_DIR}", err=True)
+        # hook (ops-launch, training/run_dir.py): a run directory that holds a run is never overwritten
+        run_dir.refuse_run_here(out, resume=resume)
     if engine == "verl" and not across_nodes:  # across nodes: a Ray cluster, _launch_across_nodes
         from ascend_ready.training import verl_glue
 

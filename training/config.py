@@ -274,6 +274,12 @@ class LaunchConfig(_Section):
     """Accelerator: auto picks npu, then cuda, then cpu."""
     hccl: HcclConfig = HcclConfig()
     """HCCL environment defaults."""
+    min_output_free_gb: float = Field(1.0, ge=0)
+    """Free space (GB, as os.disk_free counts them) the output directory's file system must have on every
+    node before a multi-node launch starts; raise it to the size of the checkpoints you keep."""
+    rendezvous_timeout_s: int = Field(300, ge=10)
+    """Seconds torchrun's rendezvous waits for every node (torchrun --rdzv-conf timeout=): a node that
+    cannot reach the master ends the job with a timeout instead of a wait without end."""
 
 
 class PreflightConfig(_Section):

@@ -130,7 +130,8 @@ def torchrun_command(
     return plan.torchrun_command(argv, nnodes=launch.nnodes, nproc_per_node=launch.nproc_per_node,
                                  node_rank=launch.node_rank, master_addr=launch.master_addr,
                                  master_port=launch.master_port, python=python, module=module,
-                                 log_dir=log_dir)
+                                 log_dir=log_dir,  # hook (ops-launch): the rendezvous' deadline
+                                 rdzv_timeout_s=launch.rendezvous_timeout_s if launch.nnodes > 1 else None)
 
 
 def explain_failure(paths: list[Path], hosts: Sequence[str] = ()) -> str:

@@ -40,7 +40,7 @@ from ascend_ready.fleet.plan import HostPlan, JobPlan, NodeFacts, remote_command
 from ascend_ready.fleet.sessions import open_sessions
 from ascend_ready.fleet.transport import Target
 from ascend_ready.training import launch as launch_mod
-from ascend_ready.training import node_files, node_probe, numa, worker_hooks
+from ascend_ready.training import node_files, node_probe, numa, reach, run_dir, worker_hooks
 from ascend_ready.training.config import TrainConfig, dump_config
 from ascend_ready.training.launcher import LaunchRequest, LaunchResult
 from ascend_ready.training.node_files import PROFILE_DIR
@@ -185,6 +185,9 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
     python_of, users = fleet.python, fleet.users
     # A dry run connects only where it must: to read the NICs the spec does not give.
     need_probe = not opts.dry_run or from_inventory or any(not hosts_spec[n].nic for n in start)
+    # hook (ops-launch): the dry run binds NUMA from the same fact as the launch (the node's `npu-smi info
+    # -t topo`, read-only), never from its absence
+    need_probe = need_probe or (opts.numa_bind and any(hosts_spec[n].devices for n in start))
     if not from_inventory and not opts.dry_run:
         node_probe.refuse_changed_versions(spec, hosts_spec, {n: targets[n] for n in start}, opts)
     facts: dict[str, NodeFacts] = {}
@@ -195,6 +198,11 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         sessions = (stack.enter_context(open_sessions([targets[n] for n in start], opts.fanout))
                     if need_probe else {})
         if not opts.dry_run:
+            # hook (ops-launch, training/run_dir.py): every node's output dir, as the job's user, first
+            run_dir.refuse_node_dirs({n: targets[n] for n in start}, opts.fanout, node_output,
+                                     {n: u for n, u in users.items() if u and u != targets[n].user},
+                                     resume=resume, min_free_gb=cfg.launch.min_output_free_gb)
+            created = run_dir.missing_parts(output_dir)
             output_dir.mkdir(parents=True, exist_ok=True)
             (output_dir / RESOLVED_CONFIG).write_text(dump_config(cfg))
             nonce = secrets.token_hex(8)
@@ -207,6 +215,8 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
                 master, node_probe.required_paths(cfg, python_of[n], opts.set_env,
                                                   None if opts.dry_run else config_path),
                 f"{node_output}/{marker.name}" if marker else None, nonce) for n in sessions}, probe_as)
+        if facts:  # hook (ops-launch, training/reach.py): a node without a route to the master never starts
+            reach.refuse_unrouted_nodes(facts, master)
         # the exact interpreter each node expanded (a ~ascend/venvs/... path of the inventory)
         python_of = {n: (facts[n].python if n in facts else None) or p for n, p in python_of.items()}
         if from_inventory:
@@ -220,6 +230,10 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
                 if not facts[n].sees_output:
                     facts[n].missing.pop("config", None)
             node_probe.refuse_missing(facts, python_of)
+            # hook (ops-launch, training/run_dir.py): a run dir this controller made on a share is one the
+            # job's user may write, or the launch is refused and what was made removed
+            run_dir.recheck_made_here({n: targets[n] for n in start if facts[n].sees_output}, opts.fanout,
+                                      node_output, probe_as, created, [output_dir / RESOLVED_CONFIG, marker])
         plan = plan_job(algo, cfg, spec, hosts_spec, targets, output_dir, opts, resume=resume, facts=facts)
         if opts.dry_run:
             sys.stdout.write(render_dry_run(plan))
@@ -258,13 +272,16 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         opts.log(launch_mod.explain_failure([plan.log_dir], [h.name for h in plan.hosts]).rstrip("\n"))
         cause, same = root_cause(result.nodes), same_failure(result.nodes)
         others = [o.name for o in result.nodes if o is not cause]
+        # hook (ops-launch, training/reach.py): a rendezvous that timed out names the nodes that did not join
+        rdzv = reach.rendezvous_failure(result.nodes, plan.master_addr, plan.master_port)
         raise TrainingError(
-            (f"the job failed the same way on every node ({', '.join(o.name for o in result.nodes)}): {same}"
+            (f"{rdzv}\n" if rdzv else "")
+            + (f"the job failed the same way on every node ({', '.join(o.name for o in result.nodes)}): "
+               f"{same}"
              if same else
              f"the job failed on {cause.name}: {cause.lost or cause.error or f'exit code {cause.rc}'}"
              + (f"; stopped on {', '.join(others)}" if others else "")) + "\n" + _summary(result),
-            hint=f"logs: {plan.log_dir}/<host>.log; fix the cause, then run the same command with --resume "
-            "to continue from the last checkpoint on every node",
+            hint=run_dir.after_failure_hint(output_dir, plan.log_dir),  # hook (ops-launch): fits the state
         )
     return {"output_dir": str(output_dir), "hosts": [h.name for h in plan.hosts], "run_id": plan.run_id,
             "logs": str(plan.log_dir), "wall_s": round(elapsed, 1)}

@@ -18,6 +18,7 @@ from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
 from ascend_ready.errors import ConfigError
 from ascend_ready.fleet.plan import NodeFacts
 from ascend_ready.fleet.transport import FanoutOptions, Target
+from ascend_ready.training import spec_match, waivers
 from ascend_ready.training.config import TrainConfig
 
 __all__ = [
@@ -125,12 +126,18 @@ def _targets_and_spec(cfg: TrainConfig, opts: LaunchOptions) -> tuple[LaunchSpec
     -i/--hosts the preflight runs first, as the single-node gate does, and reads the inventory itself."""
     if opts.launch_spec:
         spec = load_launch_spec(opts.launch_spec)
+        waivers.refuse_waived_in_spec(spec, opts.waive)  # hook (ops-launch): a waiver that means nothing
         spec.usable()  # stale or hopeless: refused before any SSH session opens
         if not opts.skip_preflight:  # --skip-preflight is the whole bypass; else a narrowed spec is refused
             for check_id in spec.require_covered(opts.waive):
                 by = "--waive" if check_id in opts.waive else "waived by the preflight's --waive"
                 opts.log(f"launch spec: WAIVED {check_id} ({by}): training starts without it judged")
-        by_name = {t.name: t for t in _inventory_targets(opts)}
+        given = _inventory_targets(opts)
+        # hook (ops-launch, training/spec_match.py): the -i given is the spec's, or refused
+        spec_match.refuse_other_inventory(spec, opts.launch_spec, given,
+                                          f"inventory {opts.inventory}" if opts.inventory else "--hosts",
+                                          opts.log)
+        by_name = {t.name: t for t in given}
         return spec, {n: by_name.get(n) or h.target(n) for n, h in spec.hosts.items()}, False
     if not (opts.inventory or opts.hosts):
         raise ConfigError("no hosts to launch on", hint="pass --launch-spec FILE, -i INVENTORY or --hosts")
@@ -149,6 +156,7 @@ def _preflight_report(cfg: TrainConfig, opts: LaunchOptions):
     opts.log(f"preflight: ascend-check on {where}")
     result = preflight.run_preflight(opts.preflight_command, list(opts.hosts), opts.inventory,
                                      opts.preflight_timeout_s)
+    waivers.refuse_waived_judged(result.report, opts.waive)  # hook (ops-launch): a waiver that means nothing
     report = preflight.require_pass(result)
     preflight.require_covered(report, opts.waive, opts.log)
     opts.log("preflight: passed")

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from ascend_ready.checks.report import Report
 from ascend_ready.errors import ConfigError, ParseError, TrainingError
+from ascend_ready.training.waivers import refuse_waived_judged
 
 SKIP_BANNER = (
     "=" * 78 + "\nWARNING: PREFLIGHT SKIPPED (--skip-preflight). The nodes were NOT validated;\n"
@@ -134,7 +135,9 @@ def gate(
         return
     where = f"inventory {inventory}" if inventory else (", ".join(hosts) if hosts else "the local node")
     log(f"preflight: ascend-check on {where}")
-    report = require_pass(run_preflight(command, hosts, inventory, timeout_s))
+    result = run_preflight(command, hosts, inventory, timeout_s)
+    refuse_waived_judged(result.report, waive)  # hook (ops-launch, training/waivers.py)
+    report = require_pass(result)
     require_covered(report, waive, log)
     log("preflight: passed")
 

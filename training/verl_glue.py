@@ -246,6 +246,13 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
                     if need else {})
         nonce = marker = None
         if not opts.dry_run:
+            # hook (ops-launch, training/run_dir.py): writable as the job's user, with room, on every node
+            # (a run already there is refused on the controller, training/cli.py)
+            from ascend_ready.training import run_dir
+
+            as_user = {n: u for n, u in fleet.users.items() if u and u != fleet.targets[n].user}
+            run_dir.refuse_node_dirs({n: fleet.targets[n] for n in fleet.names}, opts.fanout, node_out,
+                                     as_user, resume=True, min_free_gb=cfg.launch.min_output_free_gb)
             out.mkdir(parents=True, exist_ok=True)
             nonce = secrets.token_hex(8)
             marker = out / f".ascend-train-shared-{nonce}"

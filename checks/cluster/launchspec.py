@@ -441,21 +441,25 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
     profiles = {name: h.profile for name, h in snapshot.hosts.items() if h.profile is not None}
     passed = [t for t in targets if any(r.host == t.name for r in report.results)
               and all(r.status in ("pass", "warn", "skip") for r in report.results if r.host == t.name)]
-    if not passed:
-        raise LaunchSpecRefused("no host passed the preflight: there is nothing to launch on",
-                                hint="fix the failed checks first (the report above names them)")
+    if not passed:  # hook (ops-launch, launch_routes.py): say what the results really are
+        from ascend_ready.checks.cluster.launch_routes import nothing_passed
+
+        message, hint = nothing_passed(report, targets)
+        raise LaunchSpecRefused(message, hint=hint)
     master = passed[0].address or passed[0].name
     import shlex
 
     q = shlex.quote(master)
     probes = [Probe("route", shell=f"ip -o route get {q}"), Probe("addr", shell=f"ip -o addr show to {q}")]
     reachable = [t for t in targets if t.name in snapshot.hosts and snapshot.hosts[t.name].reachable]
-    routes, addrs = {}, {}
+    routes, addrs, route_errors = {}, {}, {}
     for snap in collect(reachable, lambda t: (list(probes), "root"), fanout):
         for pid, into in (("route", routes), ("addr", addrs)):
             res = snap.probes.get(pid)
             if res is not None and res.rc == 0 and res.stdout.strip():
                 into[snap.name] = res.stdout
+            elif res is not None and pid == "route":
+                route_errors[snap.name] = res.stderr or res.stdout
     devices = {name: healthy_devices(h) for name, h in snapshot.hosts.items()}
     # The stack is read in this run's batch when the selected checks read it, else once more now.
     have = all(stack_probe_ids() <= set(h.probes) for h in snapshot.hosts.values() if h.reachable)
@@ -464,6 +468,11 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
     spec = spec_from_report(report, targets, master_addr=master, routes=routes, addrs=addrs,
                             master_port=master_port, devices=devices, fingerprints=fingerprints,
                             valid_s=valid_s, waived=waived)
+    # hook (ops-launch, launch_routes.py): a host without a route toward the master may not start
+    from ascend_ready.checks.cluster.launch_routes import refuse_unrouted
+
+    for line in refuse_unrouted(spec, route_errors):
+        note(f"not startable: {line}")
     for name, host in spec.hosts.items():
         if name in profiles:  # whose environment the stack was read in: the launch reads it there again
             host.fingerprint_user = profiles[name].training_user

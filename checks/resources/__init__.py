@@ -39,6 +39,7 @@ from ascend_ready.checks.resources.os import (
     Thp,
     UserLimits,
 )
+from ascend_ready.checks.resources.output_dir import OutputDir
 from ascend_ready.checks.resources.pcie import Dmesg, PcieLinks, PciFunctions
 from ascend_ready.checks.resources.versions import (
     CannComponents,
@@ -82,6 +83,7 @@ __all__ = [
     "NpuTopology",
     "NumaNodes",
     "OsRelease",
+    "OutputDir",
     "PciFunctions",
     "PcieLinks",
     "ProbeDef",
@@ -102,8 +104,9 @@ __all__ = [
     "same_subnet",
 ]
 
-#: Every resource, in the order their probes run in a batch: the vendor tools first (serially),
-#: then PCI and the kernel log, the device NICs, the OS and the software stack.
+#: Every resource a check reads, in the order their probes run in a batch (OutputDir is read only by the
+#: launcher's pre-start probe, training/run_dir.py, and is no preflight probe: it tries a write): the
+#: vendor tools first (serially), then PCI and the kernel log, the device NICs, the OS and the software stack.
 ALL: tuple[type[Resource], ...] = (
     NpuSmi,
     NpuHealth,
@@ -264,6 +267,11 @@ class Host(HostBase):
     def disk_free(self) -> DiskFree:
         """Free space for checkpoints."""
         return self.resource(DiskFree)
+
+    @property
+    def output_dir(self) -> OutputDir:
+        """The job's output directory (the profile's checkpoint_dir) as the training user sees it."""
+        return self.resource(OutputDir)
 
     @property
     def shm(self) -> Shm:

@@ -27,8 +27,10 @@ ASCEND_READY_CODE = "import ascend_ready; print(ascend_ready.__version__)"
 
 def _resolve(master: str) -> str:
     """sh that sets $m to the master's address as the node resolves it (its resolver, its /etc/hosts), as
-    torchrun will: an address stays as it is, a name is looked up."""
-    return (f"m={quote(master)}; case \"$m\" in *[!0-9.:]*) "
+    torchrun will: an address stays as it is, a name is looked up. An IPv6 literal (it has a colon) is an
+    address as it stands (ops-launch: `fd77::11` was looked up with getent ahostsv4, found nothing, and the
+    node's route read as missing)."""
+    return (f"m={quote(master)}; case \"$m\" in *:*) ;; *[!0-9.]*) "
             "m=$(getent ahostsv4 \"$m\" 2>/dev/null | awk 'NR==1 {print $1}');; esac; ")
 
 

@@ -159,7 +159,9 @@ def torch_npu_files(version: str) -> dict[str, str]:
     - `torch_npu.npu` (also `torch.npu`) counts the node's /dev/davinciN chips this process may open
       (read and write, as the driver's mode 660 HwHiAiUser:HwHiAiUser allows its group), and none when the
       manager devices (davinci_manager, devmm_svm, hisi_hdc) are not open to it, honouring
-      ASCEND_RT_VISIBLE_DEVICES: is_available() is False on a node without them.
+      ASCEND_RT_VISIBLE_DEVICES: is_available() is False on a node without them;
+    - `set_device(N | 'npu:N' | torch.device)` / `current_device()` keep the current device as torch_npu
+      does, refusing a negative id and one the runtime does not see with torch_npu's own errors.
     """
     base = _base(version)
     init = (
@@ -244,6 +246,40 @@ def torch_npu_files(version: str) -> dict[str, str]:
         "\n"
         "def is_available():\n"
         "    return device_count() > 0\n"
+        "\n"
+        "\n"
+        "# The process's current device, as torch_npu keeps it per thread (c10_npu::SetDevice and\n"
+        "# GetDevice in torch_npu/csrc/core/npu/NPUFunctions.cpp): a negative id fails its TORCH_CHECK,\n"
+        "# an id the runtime does not see fails aclrtSetDevice with 107001 'device id error' (the\n"
+        "# runtime's words in the ascend-samples capture\n"
+        "# error_runtime_107001-invalid-device-id-EE8888_gpustack-3352.txt).\n"
+        "_current = [0]\n"
+        "\n"
+        "\n"
+        "def _device_index(device):\n"
+        "    # an int, 'npu', 'npu:N' or torch.device('npu', N), as torch_npu's _get_device_index takes\n"
+        "    if isinstance(device, int):\n"
+        "        return device\n"
+        "    text = str(device)\n"
+        "    kind, _, index = text.partition(':')\n"
+        "    if kind != 'npu' or (index and not index.lstrip('-').isdigit()):\n"
+        "        raise ValueError('Expected a npu device, but got: ' + text)\n"
+        "    return int(index) if index else _current[0]\n"
+        "\n"
+        "\n"
+        "def set_device(device):\n"
+        "    index = _device_index(device)\n"
+        "    if index < 0:\n"
+        "        raise RuntimeError('device id must be positive!')\n"
+        "    if index >= device_count():\n"
+        "        raise RuntimeError('NPU function error: aclrtSetDevice(device), error code is 107001\\n'\n"
+        "                           'rtSetDevice:ErrCode=107001, desc=[device id error], '\n"
+        "                           'InnerCode=0x7010003 (invalid device=' + str(index) + ')')\n"
+        "    _current[0] = index\n"
+        "\n"
+        "\n"
+        "def current_device():\n"
+        "    return _current[0]\n"
         "\n"
         "\n"
         "# The device-state calls libraries make wherever torch_npu is importable, even for a job that runs\n"

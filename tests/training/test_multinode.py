@@ -131,8 +131,9 @@ def train(*args: str):
 
 def test_dry_run_prints_each_hosts_exact_command_and_environment(tmp_path, healthy_spec, no_ssh):
     out = tmp_path / "run"
+    # --no-numa-bind: a binding is read from the nodes' topology, in a dry run too (test_launch_also.py)
     result = train("--launch-spec", str(spec_file(tmp_path, healthy_spec)), "-o", str(out), "--dry-run",
-                   "--python", "/opt/venv/bin/python")
+                   "--python", "/opt/venv/bin/python", "--no-numa-bind")
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert "2 node(s) x 1 process(es); master 10.251.199.11:29500" in text
@@ -143,7 +144,7 @@ def test_dry_run_prints_each_hosts_exact_command_and_environment(tmp_path, healt
         assert "GLOO_SOCKET_IFNAME=eth0" in part
         assert "HCCL_CONNECT_TIMEOUT=1800" in part and "HCCL_EXEC_TIMEOUT=3600" in part
         assert "ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in part and "VIRTUAL_ENV=/opt/venv" in part
-        assert "numa: local rank 0 (NPU 0): not bound" in part
+        assert "numa: local rank 0 (no NPU): not bound: turned off (--no-numa-bind)" in part
     assert "--node-rank=1" in node02 and "--nnodes=2" in node02 and "--master-addr=10.251.199.11" in node02
     assert "/opt/venv/bin/python -m torch.distributed.run" in node02.replace("'", "")
     assert not out.exists()  # a dry run writes nothing

@@ -272,3 +272,51 @@ def test_ascend_checks_launch_spec_is_refused_when_stale_or_when_the_nodes_chang
     moved.hosts["node02"].fingerprint["torch"] = "1.0.0"
     message = refused(moved, "moved")
     assert "node02: torch was 1.0.0, is now" in message and "the nodes changed" in message
+
+
+def test_output_dirs_the_job_user_cannot_write_or_that_hold_a_run_are_refused_before_anything(cluster,
+                                                                                                tmp_path):
+    # issue 25 items 2 and 9b, issue 28: with --skip-preflight --python PY, a --node-output-dir the job's
+    # user (ascend) may not write on node01 (root's 0755 directory), read-only on node02 (a read-only
+    # mount), and a node-local dir that holds a run, are each refused naming the node, directory and user,
+    # before the controller writes anything (it wrote config.yaml and logs/, then raised OSError: Failure)
+    setup = ("rm -rf /srv/r-ro /srv/r-old; mkdir -p /srv/r-ro /srv/r-old/checkpoints; chmod 0755 /srv/r-ro; "
+             "echo 'max_steps: 6' > /srv/r-old/config.yaml; chown -R ascend /srv/r-old")
+    for name in ("node01", "node02"):
+        assert node_run(cluster, name, "sh", "-c", setup).returncode == 0
+    ro = node_run(cluster, "node02", "mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", "/srv/r-ro")
+    try:
+        out = tmp_path / "r"
+        job = ["grpo", "-c", "tiny", "-i", str(cluster.inventory_path), "--skip-preflight", "-o", str(out)]
+        proc = train(*job, "--node-output-dir", "/srv/r-ro/run", *COMMON, timeout=120)
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        print(proc.stderr[-2000:])
+        assert "the job's output directory is not fit on every node; nothing was written" in proc.stderr
+        said = "/srv/r-ro (to create /srv/r-ro/run) is not writable by user ascend"
+        assert f"node01: {said}: Permission denied" in proc.stderr, proc.stderr[-2000:]
+        why = "Read-only file system" if ro.returncode == 0 else "Permission denied"
+        assert f"node02: {said}: {why}" in proc.stderr, proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr and not out.exists()
+        old = train(*job, "--node-output-dir", "/srv/r-old", *COMMON, timeout=120)
+        assert old.returncode == 2, old.stderr[-3000:]
+        for name in ("node01", "node02"):
+            assert f"{name}: /srv/r-old already holds a run (config.yaml, checkpoints)" in old.stderr, \
+                old.stderr[-2000:]
+        assert not out.exists()
+    finally:
+        node_run(cluster, "node02", "umount", "/srv/r-ro")
+
+
+def test_a_shared_run_dir_the_job_user_cannot_write_is_refused_before_the_job_starts(cluster):
+    # issue 28: `--skip-preflight --python PY` with a shared run directory the job user cannot write
+    # started the job, which died with a PermissionError on the node
+    out, seen = shared_run(cluster, "locked")
+    out.mkdir(mode=0o755)
+    os.chown(out, 0, 0)
+    proc = train("grpo", "-c", "tiny", "-i", str(cluster.inventory_path), "--skip-preflight", "-o", str(out),
+                 "--node-output-dir", seen, *COMMON, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    for name in ("node01", "node02"):
+        assert f"{name}: {seen} is not writable by user ascend: Permission denied" in proc.stderr, \
+            proc.stderr[-2000:]
+    assert os.listdir(out) == []

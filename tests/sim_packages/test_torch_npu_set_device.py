@@ -1,0 +1,47 @@
+"""The stand-in torch_npu offers set_device/current_device as the real one does (issue 25 item 10: the
+full tier's npu.matmul and hccl.allreduce errored on `torch_npu.npu` having no `set_device`): the files
+sim/packages builds into the wheel, imported by this venv's torch over a scratch root with two chips."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from ascend_ready.sim.packages.wheels import torch_npu_files
+
+
+def _run(tmp_path, code: str) -> subprocess.CompletedProcess:
+    import torch
+
+    version = torch.__version__.split("+")[0]  # built for this torch, as the matrix pins them together
+    for rel, text in torch_npu_files(version).items():
+        path = tmp_path / "site" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    fs = tmp_path / "fs"
+    (fs / "dev").mkdir(parents=True)
+    (fs / "lib").mkdir()
+    for name in ("davinci0", "davinci1", "davinci_manager", "devmm_svm", "hisi_hdc"):
+        (fs / "dev" / name).touch()
+    for name in ("libhccl.so", "libascendcl.so"):
+        (fs / "lib" / name).touch()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), "ASCEND_SIM_FSROOT": str(fs),
+           "LD_LIBRARY_PATH": "/lib"}
+    env.pop("ASCEND_RT_VISIBLE_DEVICES", None)
+    return subprocess.run([sys.executable, "-c", "import torch, torch_npu\n" + code], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_set_device_keeps_the_current_device_and_refuses_one_the_runtime_does_not_see(tmp_path):
+    code = ("n = torch.npu\nprint(n.current_device())\nn.set_device(1)\nprint(n.current_device())\n"
+            "n.set_device('npu:0')\nprint(torch_npu.npu.current_device())\n"
+            "for bad in (2, -1):\n"
+            "    try:\n        n.set_device(bad)\n    except RuntimeError as e:\n        print('error', e)\n")
+    proc = _run(tmp_path, code)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:3] == ["0", "1", "0"]
+    assert lines[3] == "error NPU function error: aclrtSetDevice(device), error code is 107001"
+    assert lines[4].startswith("rtSetDevice:ErrCode=107001, desc=[device id error]")
+    assert lines[5] == "error device id must be positive!"
