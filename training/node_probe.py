@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from shlex import quote
 
+from ascend_ready.checks.cluster import port_plan
 from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost, load_launch_spec
 from ascend_ready.checks.collect import collect
 from ascend_ready.checks.probes import Probe
@@ -247,6 +248,9 @@ def fact_probes(master: str, paths: Mapping[str, tuple[str, str]], marker: str |
         Probe("addr", shell=resolve + 'ip -o addr show to "$m"'),
         NPU_SMI_TOPO(load_profile(DEFAULT_PROFILE)),
         Probe("numa-nodes", shell=f"grep -H . {numa.NODE_CPULISTS}", description="NUMA nodes' CPU lists"),
+        # the ports the job's plan must find free (checks/cluster/port_plan.py judges them)
+        Probe(port_plan.LISTEN_PROBE_ID, shell=port_plan.LISTEN_PROBE_SHELL,
+              description="listening TCP sockets and their processes"),
     ]
     labels = {}
     for n, (label, (flag, path)) in enumerate(paths.items()):
@@ -288,6 +292,8 @@ def read_facts(snap: HostSnapshot, labels: Mapping[str, str], paths: Mapping[str
         route=ok("route"), addr=ok("addr"), topo=ok(NPU_SMI_TOPO.id), numa_nodes=ok("numa-nodes"),
         sees_output=nonce is not None and (ok("shared") or "").strip() == nonce,
     )
+    listen = snap.probes.get(port_plan.LISTEN_PROBE_ID)
+    facts.listening = None if listen is None else (listen.rc, listen.stdout)
     for probe_id, label in labels.items():
         res = snap.probes.get(probe_id)
         if res is None or res.rc != 0:
