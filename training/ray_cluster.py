@@ -74,6 +74,8 @@ class RayCluster:
     object_store_bytes: int | None = None
     #: the dashboard is off: the trainer runs as a driver on the head, nothing submits jobs to it
     include_dashboard: bool = False
+    #: every other port Ray would pick itself (checks.cluster.port_plan.RayPorts): None leaves Ray's own
+    ports: object | None = None
 
     @property
     def head(self) -> RayNode:
@@ -104,6 +106,8 @@ class RayCluster:
             argv.append(f"--address={self.address}")
         npus = json.dumps({NPU_RESOURCE: len(node.devices)})
         argv += [f"--node-ip-address={node.ip}", f"--resources={npus}", "--num-gpus=0"]
+        if self.ports is not None:  # PORT PLAN HOOK (verl/Ray): the job's slot's ports
+            argv += self.ports.start_flags(node is self.head)
         if self.num_cpus is not None:
             argv.append(f"--num-cpus={self.num_cpus}")
         if self.object_store_bytes is not None:

@@ -277,12 +277,25 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
                                   f"{', '.join(unshared)} do not see {node_out}",
                                   hint="put --output-dir on the shared filesystem (mounted elsewhere on the "
                                        "nodes: --node-output-dir), as verl's data and checkpoints must be")
+        # PORT PLAN HOOK (verl/Ray): Ray's ports and every role's HCCL ports, claimed after the probe
+        from ascend_ready.training import job_ports
+
+        run_id = f"verl-{algorithm}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        options = dict(cluster_options or {})
+        ports, release = job_ports.claim(
+            run_id, {n: hosts[n] for n in names}, facts, cfg, job_ports.roles_for("verl", algorithm, cfg),
+            rendezvous_port=spec.master_port, pinned_rendezvous=False, ray=True, dry_run=opts.dry_run,
+            log=log)
+        stack.callback(release)
+        if "port" not in options:
+            options.update(port=ports.ray.gcs, ports=ports.ray)
         cluster = ray_cluster.cluster_from_spec(
             {n: hosts[n] for n in names}, python=fleet.python, set_env=opts.set_env,
             run_as={n: u for n, u in fleet.users.items() if u},
             login_users={n: (facts[n].login_user if n in facts else None) or fleet.targets[n].user
                          for n in names},
-            **(cluster_options or {}))
+            **options)
+        cluster.env.update(ports.env())
         nproc = opts.nproc_per_node or min((len(n.devices) for n in cluster.nodes), default=0) \
             or cfg.launch.nproc_per_node
         job = cfg.model_copy(deep=True)
@@ -290,7 +303,6 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
         overrides = prepare(algorithm, job, out, node_dir=node_out, data=not opts.dry_run)
         log(_validated(overrides, out, cfg, algorithm))
         head = cluster.head
-        run_id = f"verl-{algorithm}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         plan = mn.JobPlan(algorithm, run_id, out, head.ip, cluster.port, nproc, [], {
             n: f"{h.verdict}: {', '.join(h.failed_checks) or 'see the report'}"
             for n, h in spec.hosts.items() if n not in hosts}, spec.checked, opts.node_output_dir)
@@ -323,6 +335,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
                                   skip=() if strategy_of(cfg) == "megatron" else ("megatron-core",))
         ensure_tiny_model(job, out)
         plan.log_dir.mkdir(parents=True, exist_ok=True)
+        job_ports.write_job_spec(spec, {n: hosts[n] for n in names}, ports, plan.log_dir)
         run = ray_cluster.runner(sessions)
         ray_cluster.start(cluster, run, join_timeout_s=join_timeout_s, log=log)
         result = left = None
