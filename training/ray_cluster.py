@@ -90,7 +90,10 @@ class RayCluster:
         env = {"ASCEND_RT_VISIBLE_DEVICES": ",".join(str(d) for d in node.devices),
                # verl sets the visible devices per worker itself (verl FAQ)
                "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1",
-               "RAY_USAGE_STATS_ENABLED": "0"}
+               "RAY_USAGE_STATS_ENABLED": "0",
+               # vLLM's workers on this node advertise this node's own address, never one broadcast to all
+               # (checks/rl_rules.yml host-ip-per-node)
+               "VLLM_HOST_IP": node.ip}
         if node.nic:
             env.update(HCCL_SOCKET_IFNAME=node.nic, GLOO_SOCKET_IFNAME=node.nic, TP_SOCKET_IFNAME=node.nic)
         return {**env, **self.env}

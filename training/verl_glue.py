@@ -214,6 +214,27 @@ def _refuse_without_ray(versions: dict[str, tuple], python: dict[str, str]) -> N
                                "named (the [verl] extra pins it)")
 
 
+def _lint_rl_env(cfg: Any, cluster: Any) -> None:
+    """The vLLM-Ascend RL rules (checks/rl_rules.yml) on the job's environment before anything starts:
+    verl's rollout sleeps (its default), so NZ is set off on every node, and the config's extra_env (which
+    reaches every node through Ray's runtime_env) must not turn expandable segments on or broadcast one
+    VLLM_HOST_IP; ConfigError naming each violation and its source."""
+    from ascend_ready.checks import rl_rules
+
+    sleeps = rl_rules.sleeps_rollout("verl")
+    nz = rl_rules.rl_env("", sleeps=sleeps)
+    nz.pop("VLLM_HOST_IP")
+    for k, v in nz.items():
+        cluster.env.setdefault(k, v)
+    common = {**cluster.env, **cfg.launch.hccl.extra_env}  # Ray's runtime_env wins over the raylet's
+    problems = rl_rules.lint_env(common, {n.name: cluster.node_env(n) for n in cluster.nodes},
+                                 {n.name: n.ip for n in cluster.nodes}, sleeps=sleeps)
+    if problems:
+        raise ConfigError("the job's environment breaks vLLM-Ascend's RL rules; nothing was started:\n  "
+                          + "\n  ".join(problems),
+                          hint="fix launch.hccl.extra_env (checks/rl_rules.yml gives each rule's source)")
+
+
 def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_timeout_s: float = 120.0,
                         cluster_options: dict | None = None) -> dict:
     """`--engine verl` with --launch-spec or -i/--hosts: Ray on every node the spec (or the preflight)
@@ -296,6 +317,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
                          for n in names},
             **options)
         cluster.env.update(ports.env())
+        _lint_rl_env(cfg, cluster)
         nproc = opts.nproc_per_node or min((len(n.devices) for n in cluster.nodes), default=0) \
             or cfg.launch.nproc_per_node
         job = cfg.model_copy(deep=True)
