@@ -85,5 +85,5 @@ def test_verl_launch_refuses_a_broadcast_host_ip_and_sets_nz_off():
     assert cluster.env["VLLM_ASCEND_ENABLE_NZ"] == "0"
     assert cluster.node_env(nodes[1])["VLLM_HOST_IP"] == "10.0.0.12"
     bad = load_config("tiny", ["launch.hccl.extra_env.VLLM_HOST_IP=10.0.0.11"])
-    with pytest.raises(ConfigError, match=r"VLLM_HOST_IP=10\.0\.0\.11 is one node's address broadcast to all 2"):
+    with pytest.raises(ConfigError, match=r"VLLM_HOST_IP=10\.0\.0\.11 is one node.s address broadcast"):
         verl_glue._lint_rl_env(bad, ray_cluster.RayCluster(nodes=nodes))
