@@ -116,7 +116,7 @@ def test_two_grpo_jobs_at_once_on_the_same_nodes_take_disjoint_ports(cluster, tm
         procs.append(subprocess.Popen(
             [str(BIN / "ascend-train"), "grpo", "-c", "tiny", "-i", str(cluster.inventory_path),
              "--preflight-command", str(check), "-o", str(out), "--node-output-dir", seen, "--python",
-             NODE_PYTHON, "eval_max_examples=0", "save_every=0", "max_steps=2"],
+             NODE_PYTHON, "eval_max_examples=0", "save_every=10", "max_steps=2"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     results = [p.communicate(timeout=600) for p in procs]
     for p, (_o, err) in zip(procs, results, strict=True):
