@@ -298,6 +298,8 @@ class Layout:
     rollout_ep: int = 1
     optimizer_on_host: bool = False
     offload_optimizer: bool | None = None
+    #: expert tensor parallel as configured (None: Megatron's default, the TP size)
+    etp_size: int | None = None
 
     @property
     def world(self) -> int:
@@ -311,7 +313,9 @@ class Layout:
     def etp(self) -> int:
         """Expert tensor parallel: Megatron's default (the TP size; megatron-core TransformerConfig
         expert_tensor_parallel_size None -> tensor_model_parallel_size), which verl leaves unset."""
-        return self.tp if self.strategy == "megatron" else 1
+        if self.strategy != "megatron":
+            return 1
+        return self.etp_size or self.tp
 
     @property
     def expert_dp(self) -> int:
@@ -332,8 +336,9 @@ class Layout:
         out = []
         if self.world % (self.tp * self.pp):
             out.append(f"tp*pp={self.tp * self.pp} does not divide {self.world} devices")
-        if self.world % (self.ep * self.pp):
-            out.append(f"ep*pp={self.ep * self.pp} does not divide {self.world} devices")
+        if self.world % (self.ep * self.etp * self.pp):
+            etp = f"*etp(={self.etp}, Megatron's default: tp)" if self.etp > 1 else ""
+            out.append(f"ep{etp}*pp={self.ep * self.etp * self.pp} does not divide {self.world} devices")
         if model.num_heads % self.tp or model.num_heads % self.rollout_tp:
             out.append(f"{model.num_heads} attention heads do not split over tp={self.tp}/"
                        f"rollout_tp={self.rollout_tp}")

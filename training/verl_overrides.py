@@ -423,6 +423,9 @@ def _megatron(cfg: Any, plan: Any, prefixes: list[str]) -> list[str]:
               f"{p}.megatron.pipeline_model_parallel_size={d.pipeline_parallel}",
               f"{p}.megatron.expert_model_parallel_size={d.expert_parallel}",
               f"{p}.megatron.context_parallel_size={d.context_parallel}",
+              # unset: Megatron's own default (the TP size), as verl leaves it
+              *([f"{p}.megatron.expert_tensor_parallel_size={d.expert_tensor_parallel}"]
+                if d.expert_tensor_parallel else []),
               f"{p}.megatron.param_offload={d.offload}"]
         if uneven and p.endswith(("actor", "critic")):  # the reference's transformer config is the actor's
             o += [f"+{p}.megatron.override_transformer_config.account_for_embedding_in_pipeline_split=True",
