@@ -58,6 +58,8 @@ class NodeFacts:
     #: (exit status, output) of the job's interpreter importing ascend_ready and printing its version
     ascend_ready: tuple[int, str] | None = None
     python: str | None = None  # the job's interpreter as the node's shell expanded its path
+    #: (exit status, output) of the listening-sockets probe (`ss -tlnp`; checks.cluster.port_plan)
+    listening: tuple[int, str] | None = None
 
 
 class Binding(Protocol):

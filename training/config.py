@@ -232,6 +232,11 @@ class DistributedConfig(_Section):
     """--engine verl, megatron: pipeline-parallel stages."""
     expert_parallel: int = Field(1, ge=1)
     """--engine verl, megatron: expert-parallel size (MoE models; the experts are split over it)."""
+    expert_tensor_parallel: int | None = Field(None, ge=1)
+    """--engine verl, megatron: expert tensor-parallel size; unset, Megatron's default (the tensor-parallel
+    size: megatron-core TransformerConfig.expert_tensor_parallel_size None -> tensor_model_parallel_size),
+    which published A3 recipes leave. Experts are split over expert x expert-tensor x pipeline parallel,
+    which must divide the devices."""
     context_parallel: int = Field(1, ge=1)
     """--engine verl, megatron: context-parallel size (each sequence split over it)."""
     sequence_parallel: int = Field(1, ge=1)

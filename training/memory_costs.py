@@ -22,8 +22,9 @@ Formulas (Ψ = parameters held by one model-parallel rank, N_d = its data-parall
   layer's full weights while it runs, plus one prefetched: 2 × 2 × (largest layer) bytes (FSDP's unit
   is one decoder layer; for a MoE layer that is every expert of it).
 * Model parallelism (Megatron, verl's `megatron` strategy): non-expert weights split over TP·PP,
-  expert weights over EP·PP (expert tensor parallel 1); ZeRO-1 (Megatron's distributed optimizer)
-  then shards over N_d = world/(TP·PP) for dense and world/(EP·PP) for expert weights.
+  expert weights over EP·ETP·PP (expert tensor parallel: Megatron's default, the TP size, which verl
+  leaves unset); ZeRO-1 (Megatron's distributed optimizer) then shards over N_d = world/(TP·PP) for
+  dense and world/(EP·ETP·PP) for expert weights.
 * LoRA: the frozen base keeps only its weights (2Ψ, sharded by stage 3); gradients and optimizer
   states cover the adapters, r·(d_in + d_out) per adapted projection.
 * Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
@@ -297,6 +298,8 @@ class Layout:
     rollout_ep: int = 1
     optimizer_on_host: bool = False
     offload_optimizer: bool | None = None
+    #: expert tensor parallel as configured (None: Megatron's default, the TP size)
+    etp_size: int | None = None
 
     @property
     def world(self) -> int:
@@ -307,8 +310,16 @@ class Layout:
         return self.world // (self.tp * self.pp * self.cp)
 
     @property
+    def etp(self) -> int:
+        """Expert tensor parallel: Megatron's default (the TP size; megatron-core TransformerConfig
+        expert_tensor_parallel_size None -> tensor_model_parallel_size), which verl leaves unset."""
+        if self.strategy != "megatron":
+            return 1
+        return self.etp_size or self.tp
+
+    @property
     def expert_dp(self) -> int:
-        return self.world // (self.ep * self.pp)
+        return max(1, self.world // (self.ep * self.etp * self.pp))
 
     @property
     def rollout_dp(self) -> int:
@@ -325,8 +336,9 @@ class Layout:
         out = []
         if self.world % (self.tp * self.pp):
             out.append(f"tp*pp={self.tp * self.pp} does not divide {self.world} devices")
-        if self.world % (self.ep * self.pp):
-            out.append(f"ep*pp={self.ep * self.pp} does not divide {self.world} devices")
+        if self.world % (self.ep * self.etp * self.pp):
+            etp = f"*etp(={self.etp}, Megatron's default: tp)" if self.etp > 1 else ""
+            out.append(f"ep{etp}*pp={self.ep * self.etp * self.pp} does not divide {self.world} devices")
         if model.num_heads % self.tp or model.num_heads % self.rollout_tp:
             out.append(f"{model.num_heads} attention heads do not split over tp={self.tp}/"
                        f"rollout_tp={self.rollout_tp}")
@@ -516,7 +528,7 @@ def _states(model: ModelShape, layout: Layout, work: Workload, *, frozen: bool =
     distributed optimizer shards only the optimizer states).
     """
     tp_pp = layout.tp * layout.pp
-    ep_pp = layout.ep * layout.pp
+    ep_pp = layout.ep * layout.etp * layout.pp
     dense = model.dense_params() / tp_pp
     expert = model.expert_params() / ep_pp
     if value_model:  # a critic: the LM head is a 1-wide value head

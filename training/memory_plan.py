@@ -118,7 +118,7 @@ def layout_from_config(cfg: Any, device: Device, *, engine: Engine = "trl", stra
     return Layout(nodes=nodes or cfg.launch.nnodes, devices_per_node=per_node,
                   strategy=strategy, zero_stage=3 if strategy == "fsdp" else zero, tp=tp, pp=pp, ep=ep,
                   cp=cp, sp=sp, offload=d.offload, rollout_tp=rollout_tp or cfg.rollout.tensor_parallel or 1,
-                  rollout_ep=cfg.rollout.expert_parallel,
+                  rollout_ep=cfg.rollout.expert_parallel, etp_size=d.expert_tensor_parallel,
                   optimizer_on_host=d.optimizer_on_host and strategy == "megatron")
 
 

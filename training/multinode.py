@@ -34,13 +34,14 @@ from pathlib import Path
 
 from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost
 from ascend_ready.checks.cluster.node_facts import FactQuery, node_facts
+from ascend_ready.checks.cluster.port_plan import PortPlan
 from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.fleet.job import JobResult, root_cause, run_job, same_failure
 from ascend_ready.fleet.plan import HostPlan, JobPlan, NodeFacts, remote_command, render_dry_run
 from ascend_ready.fleet.sessions import open_sessions
 from ascend_ready.fleet.transport import Target
+from ascend_ready.training import job_ports, node_files, node_probe, numa, reach, run_dir, worker_hooks
 from ascend_ready.training import launch as launch_mod
-from ascend_ready.training import node_files, node_probe, numa, reach, run_dir, worker_hooks
 from ascend_ready.training.config import TrainConfig, dump_config
 from ascend_ready.training.launcher import LaunchRequest, LaunchResult
 from ascend_ready.training.node_files import PROFILE_DIR
@@ -126,14 +127,18 @@ def plan_job(
     resume: bool = False,
     facts: Mapping[str, NodeFacts] | None = None,
     run_id: str | None = None,
+    ports: PortPlan | None = None,
 ) -> JobPlan:
-    """Every host's command and environment. `hosts` are the spec's hosts to start (spec.usable())."""
+    """Every host's command and environment. `hosts` are the spec's hosts to start (spec.usable());
+    `ports` the job's claimed port plan (its rendezvous port and HCCL ports win)."""
     facts = facts or {}
     master = opts.master_addr or spec.master_addr
     if not master:  # a spec without one: rank 0 is its first host
         first = next(iter(hosts.values()))
         master = first.ip or first.address
     port = opts.master_port or spec.master_port or cfg.launch.master_port
+    if ports is not None:  # PORT PLAN HOOK (torchrun over SSH): the plan's rendezvous port
+        port = ports.rendezvous_port
     nproc = opts.nproc_per_node or cfg.launch.nproc_per_node
     if opts.nnodes is not None and opts.nnodes != len(hosts):
         raise ConfigError(f"--nnodes {opts.nnodes}, but {len(hosts)} host(s) are to be started: "
@@ -164,8 +169,9 @@ def plan_job(
         plan.hosts.append(HostPlan(
             name=name, target=targets[name], node_rank=rank, nic=h.nic, ip=h.ip, devices=list(h.devices),
             python=python, training_user=h.training_user, set_env=opts.set_env,
-            env=_host_env(cfg, h.nic, h.ip, h.devices, bindings, opts.profile_steps, plan.node_output,
-                          run_id),
+            env={**_host_env(cfg, h.nic, h.ip, h.devices, bindings, opts.profile_steps, plan.node_output,
+                             run_id),
+                 **(ports.env("train") if ports is not None else {})},  # PORT PLAN HOOK: HCCL ports
             torchrun=torchrun, bindings=bindings, facts=f,
         ))
     return plan
@@ -234,7 +240,15 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
             # job's user may write, or the launch is refused and what was made removed
             run_dir.recheck_made_here({n: targets[n] for n in start if facts[n].sees_output}, opts.fanout,
                                       node_output, probe_as, created, [output_dir / RESOLVED_CONFIG, marker])
-        plan = plan_job(algo, cfg, spec, hosts_spec, targets, output_dir, opts, resume=resume, facts=facts)
+        # PORT PLAN HOOK (torchrun over SSH): the job's ports, claimed after the probe read every node's
+        run_id = f"{algo}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        ports, release = job_ports.claim(
+            run_id, hosts_spec, facts, cfg, job_ports.roles_for("trl", algo, cfg),
+            rendezvous_port=opts.master_port or spec.master_port or cfg.launch.master_port,
+            pinned_rendezvous=opts.master_port is not None, dry_run=opts.dry_run, log=opts.log)
+        stack.callback(release)
+        plan = plan_job(algo, cfg, spec, hosts_spec, targets, output_dir, opts, resume=resume, facts=facts,
+                        run_id=run_id, ports=ports)
         if opts.dry_run:
             sys.stdout.write(render_dry_run(plan))
             return {"dry_run": True, "hosts": [h.name for h in plan.hosts]}
@@ -245,6 +259,7 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         opts.log(f"run dir: {output_dir} ({where}); logs: {plan.log_dir}")
         plan.log_dir.mkdir(parents=True, exist_ok=True)
         (plan.log_dir / "launch.txt").write_text(render_dry_run(plan))
+        job_ports.write_job_spec(spec, hosts_spec, ports, plan.log_dir)
         for h in plan.hosts:
             opts.log(f"{h.name}: node rank {h.node_rank}, NIC {h.nic or '-'} {h.ip or ''}".rstrip())
             for b in h.bindings:

@@ -76,6 +76,8 @@ class RayCluster:
     object_store_bytes: int | None = None
     #: the dashboard is off: the trainer runs as a driver on the head, nothing submits jobs to it
     include_dashboard: bool = False
+    #: every other port Ray would pick itself (checks.cluster.port_plan.RayPorts): None leaves Ray's own
+    ports: object | None = None
 
     @property
     def head(self) -> RayNode:
@@ -90,7 +92,10 @@ class RayCluster:
         env = {"ASCEND_RT_VISIBLE_DEVICES": ",".join(str(d) for d in node.devices),
                # verl sets the visible devices per worker itself (verl FAQ)
                "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1",
-               "RAY_USAGE_STATS_ENABLED": "0"}
+               "RAY_USAGE_STATS_ENABLED": "0",
+               # vLLM's workers on this node advertise this node's own address, never one broadcast to all
+               # (checks/rl_rules.yml host-ip-per-node)
+               "VLLM_HOST_IP": node.ip}
         if node.nic:
             env.update(HCCL_SOCKET_IFNAME=node.nic, GLOO_SOCKET_IFNAME=node.nic, TP_SOCKET_IFNAME=node.nic)
         return {**env, **self.env}
@@ -106,6 +111,8 @@ class RayCluster:
             argv.append(f"--address={self.address}")
         npus = json.dumps({NPU_RESOURCE: len(node.devices)})
         argv += [f"--node-ip-address={node.ip}", f"--resources={npus}", "--num-gpus=0"]
+        if self.ports is not None:  # PORT PLAN HOOK (verl/Ray): the job's slot's ports
+            argv += self.ports.start_flags(node is self.head)
         if self.num_cpus is not None:
             argv.append(f"--num-cpus={self.num_cpus}")
         if self.object_store_bytes is not None:

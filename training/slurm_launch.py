@@ -154,8 +154,12 @@ exec "$@" --node-rank "$SLURM_NODEID"
 """
 
 
-def node_command(alloc: Allocation, master_addr: str, train_argv: Sequence[str]) -> list[str]:
-    """The srun step that runs `train_argv` (an ascend-train command line) on every node with its rank."""
+def node_command(alloc: Allocation, master_addr: str, train_argv: Sequence[str],
+                 env: dict[str, str] | None = None) -> list[str]:
+    """The srun step that runs `train_argv` (an ascend-train command line) on every node with its rank,
+    with `env` (the job's port plan: checks/cluster/port_plan.py) set on every node."""
+    if env:  # PORT PLAN HOOK (Slurm): the job's HCCL ports on every node
+        train_argv = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *train_argv]
     return [
         *_srun(alloc, "--label", "--kill-on-bad-exit=1"),
         "/bin/sh",
@@ -165,6 +169,19 @@ def node_command(alloc: Allocation, master_addr: str, train_argv: Sequence[str])
         master_addr,
         *train_argv,
     ]
+
+
+def _port_env(alloc: Allocation, opts: dict) -> dict[str, str]:
+    """The job's HCCL ports: its slot from the Slurm job id (job_ports.slurm_slot), the rendezvous port
+    the job id already picks (Allocation.master_port)."""
+    from ascend_ready.checks.cluster.port_plan import make_plan
+    from ascend_ready.training.job_ports import slurm_slot
+
+    plan = make_plan(slurm_slot(alloc.job_id), f"slurm-{alloc.job_id}", ["train"],
+                     {n: [] for n in alloc.nodes},
+                     rendezvous_port=int(opts.get("master_port") or alloc.master_port),
+                     pinned_rendezvous=True)
+    return plan.env("train")
 
 
 def _master_addr(alloc: Allocation) -> str:
@@ -256,7 +273,7 @@ def launch(algo: str, config: str, output_dir: str | None, resume: bool, skip_pr
     gate_nodes(alloc, check, skip_preflight, log, run=run)
     out.mkdir(parents=True, exist_ok=True)
     argv = train_argv(algo, config_arg, out, alloc, master, resume=resume, overrides=overrides, passed=opts)
-    cmd = node_command(alloc, master, argv)
+    cmd = node_command(alloc, master, argv, _port_env(alloc, opts))
     log("launch: " + shlex.join(cmd))
     return run(cmd).returncode
 

@@ -212,6 +212,27 @@ def _refuse_without_ray(versions: dict[str, tuple], python: dict[str, str]) -> N
                                "named (the [verl] extra pins it)")
 
 
+def _lint_rl_env(cfg: Any, cluster: Any) -> None:
+    """The vLLM-Ascend RL rules (checks/rl_rules.yml) on the job's environment before anything starts:
+    verl's rollout sleeps (its default), so NZ is set off on every node, and the config's extra_env (which
+    reaches every node through Ray's runtime_env) must not turn expandable segments on or broadcast one
+    VLLM_HOST_IP; ConfigError naming each violation and its source."""
+    from ascend_ready.checks import rl_rules
+
+    sleeps = rl_rules.sleeps_rollout("verl")
+    nz = rl_rules.rl_env("", sleeps=sleeps)
+    nz.pop("VLLM_HOST_IP")
+    for k, v in nz.items():
+        cluster.env.setdefault(k, v)
+    common = {**cluster.env, **cfg.launch.hccl.extra_env}  # Ray's runtime_env wins over the raylet's
+    problems = rl_rules.lint_env(common, {n.name: cluster.node_env(n) for n in cluster.nodes},
+                                 {n.name: n.ip for n in cluster.nodes}, sleeps=sleeps)
+    if problems:
+        raise ConfigError("the job's environment breaks vLLM-Ascend's RL rules; nothing was started:\n  "
+                          + "\n  ".join(problems),
+                          hint="fix launch.hccl.extra_env (checks/rl_rules.yml gives each rule's source)")
+
+
 def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_timeout_s: float = 120.0,
                         cluster_options: dict | None = None) -> dict:
     """`--engine verl` with --launch-spec or -i/--hosts: Ray on every node the spec (or the preflight)
@@ -279,12 +300,26 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
                                   f"{', '.join(unshared)} do not see {node_out}",
                                   hint="put --output-dir on the shared filesystem (mounted elsewhere on the "
                                        "nodes: --node-output-dir), as verl's data and checkpoints must be")
+        # PORT PLAN HOOK (verl/Ray): Ray's ports and every role's HCCL ports, claimed after the probe
+        from ascend_ready.training import job_ports
+
+        run_id = f"verl-{algorithm}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        options = dict(cluster_options or {})
+        ports, release = job_ports.claim(
+            run_id, {n: hosts[n] for n in names}, facts, cfg, job_ports.roles_for("verl", algorithm, cfg),
+            rendezvous_port=spec.master_port, pinned_rendezvous=False, ray=True, dry_run=opts.dry_run,
+            log=log)
+        stack.callback(release)
+        if "port" not in options:
+            options.update(port=ports.ray.gcs, ports=ports.ray)
         cluster = ray_cluster.cluster_from_spec(
             {n: hosts[n] for n in names}, python=fleet.python, set_env=opts.set_env,
             run_as={n: u for n, u in fleet.users.items() if u},
             login_users={n: (facts[n].login_user if n in facts else None) or fleet.targets[n].user
                          for n in names},
-            **(cluster_options or {}))
+            **options)
+        cluster.env.update(ports.env())
+        _lint_rl_env(cfg, cluster)
         nproc = opts.nproc_per_node or min((len(n.devices) for n in cluster.nodes), default=0) \
             or cfg.launch.nproc_per_node
         job = cfg.model_copy(deep=True)
@@ -292,7 +327,6 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
         overrides = prepare(algorithm, job, out, node_dir=node_out, data=not opts.dry_run)
         log(_validated(overrides, out, cfg, algorithm))
         head = cluster.head
-        run_id = f"verl-{algorithm}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         plan = mn.JobPlan(algorithm, run_id, out, head.ip, cluster.port, nproc, [], {
             n: f"{h.verdict}: {', '.join(h.failed_checks) or 'see the report'}"
             for n, h in spec.hosts.items() if n not in hosts}, spec.checked, opts.node_output_dir)
@@ -323,6 +357,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
                                   skip=() if strategy_of(cfg) == "megatron" else ("megatron-core",))
         ensure_tiny_model(job, out)
         plan.log_dir.mkdir(parents=True, exist_ok=True)
+        job_ports.write_job_spec(spec, {n: hosts[n] for n in names}, ports, plan.log_dir)
         run = ray_cluster.runner(sessions)
         ray_cluster.start(cluster, run, join_timeout_s=join_timeout_s, log=log)
         result = left = None

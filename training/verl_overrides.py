@@ -214,6 +214,37 @@ def _refusals(cfg: Any, algorithm: str, strategy: str) -> None:
                           "(set it to null, or score it in a module:function reward)")
 
 
+def check_layout(cfg: Any, model: Any, devices_per_node: int) -> list[str]:
+    """Layouts verl 0.9.1 accepts and that fail once the workers run, each refused naming the rule (verl's
+    or Megatron's) it breaks. `model`: the memory plan's ModelShape (heads, layers)."""
+    d, r = cfg.distributed, cfg.rollout
+    out = []
+    sp = d.sequence_parallel
+    if sp > 1 and model.num_heads % sp:
+        out.append(f"distributed.sequence_parallel={sp}: {model.num_heads} attention heads do not split over "
+                   f"Ulysses SP {sp} (verl's models/transformers/monkey_patch.py asserts num_attention_heads "
+                   "% ulysses_sp_size == 0 when the first attention runs)")
+    elif sp > 1 and model.num_kv_heads % sp and sp % model.num_kv_heads:
+        out.append(f"distributed.sequence_parallel={sp}: {model.num_kv_heads} KV heads neither divide nor "
+                   "are divided by it (verl's monkey_patch.py asserts one or the other)")
+    pp, layers = d.pipeline_parallel, model.num_layers
+    if strategy_of(cfg) == "megatron" and pp > 1 and layers % pp and (layers + 2) % pp:
+        out.append(f"distributed.pipeline_parallel={pp}: {layers} layers do not split over {pp} stages, "
+                   f"nor {layers} + 2 counting the embedding and the loss as a layer each (Megatron's "
+                   "account_for_embedding/loss_in_pipeline_split: (num_layers + 2) % pipeline size == 0)")
+    tp = r.tensor_parallel
+    dp = r.expert_parallel // tp if tp and r.expert_parallel > 1 else 1
+    if tp and tp > devices_per_node:
+        out.append(f"rollout.tensor_parallel={tp}: a vLLM tensor-parallel group is one node's devices "
+                   f"({devices_per_node} here; verl's rollout replica fills a node before the next, "
+                   "workers/rollout/replica.py, and vLLM-Ascend's TP runs over the node's HCCS)")
+    elif tp and (tp * dp) % min(devices_per_node, tp * dp):
+        out.append(f"rollout tensor x data parallel = {tp} x {dp} does not fill whole nodes of "
+                   f"{devices_per_node} devices (verl workers/rollout/replica.py: world_size % "
+                   "gpus_per_node == 0)")
+    return out
+
+
 def dropped_defaults(cfg: Any, algorithm: str) -> list[str]:
     """Defaults of ours that verl 0.9.1 has no key for, and which the job therefore runs without (set
     explicitly, each is refused instead): said in the launch log, never silently."""
@@ -222,6 +253,10 @@ def dropped_defaults(cfg: Any, algorithm: str) -> list[str]:
     if lora is not None and lora.dropout and "dropout" not in lora.model_fields_set:
         notes.append(f"model.lora.dropout {lora.dropout} (our default) is not passed: verl's LoRA has "
                      f"no dropout")
+    if algorithm == "ppo" and lora is not None:
+        notes.append("model.lora: the critic trains in full, not with adapters: verl 0.9.1's critic LoRA "
+                     "crashes inside peft on verl's own call (its value head is not a peft target); the "
+                     "actor keeps its LoRA")
     if algorithm == "ppo":
         p = cfg.ppo
         if "missing_eos_penalty" not in p.model_fields_set and p.missing_eos_penalty is not None:
@@ -246,6 +281,12 @@ def to_overrides(cfg: Any, algorithm: str, *, plan: Any, train_file: str | Path,
     strategy = strategy_of(cfg)
     _refusals(cfg, algorithm, strategy)
     layout = plan.layout
+    from ascend_ready.training.memory_plan import resolve_model_shape
+
+    bad = check_layout(cfg, resolve_model_shape(cfg), layout.devices_per_node)
+    if bad:
+        raise ConfigError(f"verl {VERL_VERSION} accepts this layout, and it fails once the workers run: "
+                          + "; ".join(bad), hint="change the distributed/rollout sizes it names")
     problems = [msg for _, msg in check_batches(cfg, algorithm, layout)] if check else []
     if problems:
         raise ConfigError(f"verl {VERL_VERSION} would refuse this job's batches: " + "; ".join(problems),
@@ -271,9 +312,11 @@ def to_overrides(cfg: Any, algorithm: str, *, plan: Any, train_file: str | Path,
         "data.filter_overlong_prompts=True",
         "data.truncation=left",
         f"data.seed={cfg.seed}",
+        # verl seeds its shuffle, its rollout and each engine separately (all 42 by default): one seed, ours
+        f"{A}.actor.data_loader_seed={cfg.seed}",
+        f"{A}.rollout.seed={cfg.seed}",
         f"data.val_max_samples={cfg.eval_max_examples or -1}",
         f"{A}.model.path={model_path}",
-        f"{A}.model.enable_gradient_checkpointing={cfg.model.gradient_checkpointing}",
         f"{A}.model.use_remove_padding=True",
         f"{A}.actor.strategy={strategy}",
         *_optim(f"{A}.actor.optim", cfg, strategy, cfg.optim.learning_rate),
@@ -292,11 +335,13 @@ def to_overrides(cfg: Any, algorithm: str, *, plan: Any, train_file: str | Path,
         f"{A}.rollout.top_p={gen.top_p}",
         f"{A}.rollout.val_kwargs.do_sample=False",  # our evaluation is greedy
         f"{A}.rollout.dtype={'float32' if cfg.precision == 'fp32' else 'bfloat16'}",
-        f"{A}.nccl_timeout={cfg.launch.hccl.exec_timeout or 86400}",
         f"trainer.nnodes={layout.nodes}",
         f"trainer.n_gpus_per_node={layout.devices_per_node}",
         f"trainer.device={device}",
         f"trainer.total_training_steps={cfg.max_steps}",
+        # verl's loop also stops after total_epochs passes over the data (30 by default): never before
+        # max_steps, as one pass is at least one step
+        f"trainer.total_epochs={cfg.max_steps}",
         f"trainer.save_freq={cfg.save_every}",
         f"trainer.test_freq={cfg.eval_every or -1}",
         "trainer.val_before_train=True",
@@ -314,16 +359,22 @@ def to_overrides(cfg: Any, algorithm: str, *, plan: Any, train_file: str | Path,
     # Hydra's quoted strings: the value stays a string (Ray's env_vars take only strings), quotes escaped
     o += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}='{_quoted(v)}'" for k, v in env.items()]
     roles = ["actor", "ref"]
-    if device == "npu":
-        # verl's NPU recipes (examples/grpo_trainer/run_qwen3-32b_npu.sh) turn torch.compile off for both
-        o += [f"{A}.{role}.use_torch_compile=False" for role in roles]
     if strategy == "fsdp":
-        o += [f"{A}.actor.fsdp_config.param_offload={d.offload}",
+        o += [f"{A}.model.enable_gradient_checkpointing={cfg.model.gradient_checkpointing}",
+              f"{A}.actor.fsdp_config.param_offload={d.offload}",
               f"{A}.actor.fsdp_config.optimizer_offload={d.offload}",
               f"{A}.ref.fsdp_config.param_offload={d.offload}",
               f"{A}.actor.ulysses_sequence_parallel_size={d.sequence_parallel}",
-              f"{A}.ref.ulysses_sequence_parallel_size={d.sequence_parallel}",
-              f"{A}.actor.fsdp_config.dtype={'float32' if cfg.precision == 'fp32' else 'bfloat16'}"]
+              f"{A}.ref.ulysses_sequence_parallel_size={d.sequence_parallel}"]
+        o += [f"{A}.{role}.fsdp_config.seed={cfg.seed}" for role in roles]
+        if device == "npu":
+            # verl's NPU recipes (examples/grpo_trainer/run_qwen3-32b_npu.sh) turn torch.compile off; the
+            # FSDP engine reads it from fsdp_config (FSDPEngineConfig.use_torch_compile), not the role's key
+            o += [f"{A}.{role}.fsdp_config.use_torch_compile=False" for role in roles]
+        if cfg.precision == "fp32":
+            # the FSDP engine computes in mixed_precision.param_dtype (bf16 when unset), never in `dtype`
+            o += [f"+{A}.{role}.fsdp_config.mixed_precision={{param_dtype:fp32,reduce_dtype:fp32,"
+                  "buffer_dtype:fp32}" for role in roles]
     else:
         o += _megatron(cfg, plan, [f"{A}.{role}" for role in roles])
         if d.optimizer_on_host:
@@ -340,9 +391,14 @@ def to_overrides(cfg: Any, algorithm: str, *, plan: Any, train_file: str | Path,
         o += [f"{A}.actor.use_kl_loss={g.beta > 0}",
               f"{A}.actor.kl_loss_coef={g.beta}",
               f"{A}.actor.kl_loss_type=low_var_kl",
-              f"{A}.actor.clip_ratio={g.epsilon}",
+              f"{A}.actor.clip_ratio_low={g.epsilon}",
+              f"{A}.actor.clip_ratio_high={g.epsilon}",
               f"{A}.actor.ppo_epochs={g.num_iterations}",
               f"{A}.actor.loss_agg_mode={LOSS_AGG[g.loss_type]}",
+              # Dr. GRPO divides by a constant, the generation budget; verl's seq-mean-token-sum-norm by
+              # the padded width of each micro-batch unless loss_scale_factor is set
+              *([f"{A}.actor.loss_scale_factor={gen.max_completion_length}"] if g.loss_type == "dr_grpo"
+                else []),
               f"algorithm.norm_adv_by_std_in_grpo={g.scale_rewards != 'none'}",
               "algorithm.use_kl_in_reward=False"]
     else:
@@ -366,8 +422,10 @@ def _megatron(cfg: Any, plan: Any, prefixes: list[str]) -> list[str]:
         o += [f"{p}.megatron.tensor_model_parallel_size={d.tensor_parallel}",
               f"{p}.megatron.pipeline_model_parallel_size={d.pipeline_parallel}",
               f"{p}.megatron.expert_model_parallel_size={d.expert_parallel}",
-              f"{p}.megatron.expert_tensor_parallel_size=1",
               f"{p}.megatron.context_parallel_size={d.context_parallel}",
+              # unset: Megatron's own default (the TP size), as verl leaves it
+              *([f"{p}.megatron.expert_tensor_parallel_size={d.expert_tensor_parallel}"]
+                if d.expert_tensor_parallel else []),
               f"{p}.megatron.param_offload={d.offload}"]
         if uneven and p.endswith(("actor", "critic")):  # the reference's transformer config is the actor's
             o += [f"+{p}.megatron.override_transformer_config.account_for_embedding_in_pipeline_split=True",
@@ -384,7 +442,8 @@ def _megatron(cfg: Any, plan: Any, prefixes: list[str]) -> list[str]:
 def _critic(cfg: Any, plan: Any, strategy: str, b: Batches, model_path: str) -> list[str]:
     p, d = cfg.ppo, cfg.distributed
     o = [f"{A}.actor.use_kl_loss=False",
-         f"{A}.actor.clip_ratio={p.clip_range}",
+         f"{A}.actor.clip_ratio_low={p.clip_range}",
+         f"{A}.actor.clip_ratio_high={p.clip_range}",
          f"{A}.actor.ppo_epochs={p.ppo_epochs}",
          f"algorithm.use_kl_in_reward={p.kl_coef > 0}",
          f"algorithm.kl_penalty={KL_TYPE[p.kl_estimator]}",
@@ -394,7 +453,6 @@ def _critic(cfg: Any, plan: Any, strategy: str, b: Batches, model_path: str) -> 
          "critic.enable=True",
          f"critic.strategy={strategy}",
          f"critic.model.path={model_path}",
-         f"critic.model.enable_gradient_checkpointing={cfg.model.gradient_checkpointing}",
          *_optim("critic.optim", cfg, strategy, p.critic_learning_rate or cfg.optim.learning_rate),
          f"critic.cliprange_value={p.clip_range_value}",
          f"critic.ppo_epochs={p.ppo_epochs}",
@@ -402,15 +460,19 @@ def _critic(cfg: Any, plan: Any, strategy: str, b: Batches, model_path: str) -> 
          f"critic.ppo_micro_batch_size_per_gpu={b.micro_per_device}",
          f"trainer.max_critic_ckpt_to_keep={cfg.keep_checkpoints}",
          "trainer.critic_warmup=0"]
-    if cfg.model.lora is not None:
-        # the critic trains adapters too, as ours does (its own, on its own copy of the backbone)
-        lora = cfg.model.lora
-        o += [f"critic.model.lora_rank={lora.r}", f"critic.model.lora_alpha={lora.alpha}",
-              f"critic.model.target_modules=[{','.join(lora.target_modules)}]"]
+    # verl's trainer hands the critic's engine only its token budgets (ray_trainer.py, the critic's
+    # TrainingWorkerConfig): its micro-batch, batching mode and seed are the engine section's own keys
+    engine = "critic.fsdp" if strategy == "fsdp" else "critic.megatron"
+    o += [f"+{engine}.use_dynamic_bsz=False", f"+{engine}.micro_batch_size_per_gpu={b.micro_per_device}",
+          f"+{engine}.infer_micro_batch_size_per_gpu={b.micro_per_device}", f"{engine}.seed={cfg.seed}"]
     if strategy == "fsdp":
-        o += [f"critic.fsdp.param_offload={d.offload}",
+        o += [f"critic.model.enable_gradient_checkpointing={cfg.model.gradient_checkpointing}",
+              f"critic.fsdp.param_offload={d.offload}",
               f"critic.fsdp.optimizer_offload={d.offload}",
-              f"critic.ulysses_sequence_parallel_size={d.sequence_parallel}"]
+              # FSDPCriticConfig's own ulysses key is deprecated and not synced to its engine (the actor's is)
+              f"critic.fsdp.ulysses_sequence_parallel_size={d.sequence_parallel}"]
+        if cfg.launch.device != "cuda":
+            o.append("critic.fsdp.use_torch_compile=False")
     else:
         o += _megatron(cfg, plan, ["critic"])
     return o

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
+from ascend_ready.checks.cluster.port_plan import PortPlan
 from ascend_ready.checks.cluster.ranktable import build_rank_table, healthy_devices, table_hosts
 from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
 
@@ -33,9 +34,10 @@ __all__ = [
 ]
 
 #: 2: what the preflight covered (select, skip, selected_checks; per host judged_checks and training_checks),
-#: the waived checks and a content digest. Every version in READ_VERSIONS still reads.
-LAUNCH_SPEC_SCHEMA_VERSION = 2
-READ_VERSIONS: tuple[int, ...] = (1, 2)
+#: the waived checks and a content digest. 3: the job's port and role plan (`ports`, optional; the copy a
+#: launch writes into its log dir has it). Every version in READ_VERSIONS still reads.
+LAUNCH_SPEC_SCHEMA_VERSION = 3
+READ_VERSIONS: tuple[int, ...] = (1, 2, 3)
 #: a created_at this far ahead of the controller's clock is refused (two clocks a little apart are not)
 CLOCK_SKEW_S = 300
 Verdict = Literal["pass", "warn", "fail", "error", "unreachable"]
@@ -130,6 +132,10 @@ class LaunchSpec(_Model):
         None, description="sha256 of the spec's content as ascend-check wrote it: a spec edited by hand is "
         "refused (schema 2 on; set on every write)"
     )
+    ports: PortPlan | None = Field(
+        None, description="the job's port and role plan (schema 3; written by the launch into its own copy "
+        "of the spec, <run dir>/logs/<run id>/launch-spec.json)"
+    )
 
     @model_serializer(mode="wrap")
     def _with_digest(self, handler, info):
@@ -143,7 +149,9 @@ class LaunchSpec(_Model):
         import hashlib
         import json
 
-        body = self.model_dump(mode="json", exclude={"digest"}, context={"bare": True})
+        # a field added later and unset is left out, so the digest of an older spec still holds
+        exclude = {"digest"} | ({"ports"} if self.ports is None else set())
+        body = self.model_dump(mode="json", exclude=exclude, context={"bare": True})
         text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 

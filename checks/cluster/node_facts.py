@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from ascend_ready.checks.cluster import port_plan
 from ascend_ready.checks.collect import collect
 from ascend_ready.checks.parsers.npu_smi_topo import parse_npu_smi_topo
 from ascend_ready.checks.parsers.numa import parse_cpulist, parse_node_cpulists
@@ -66,6 +67,9 @@ def fact_probes(query: FactQuery, profile: HardwareProfile | None = None,
         probes += JobInterpreter.probes_for(*query.paths["python"])
     if query.marker:
         probes += SharedRunDir.probes_for(query.marker)
+    # the ports the job's plan must find free (checks/cluster/port_plan.py judges them)
+    probes.append(Probe(port_plan.LISTEN_PROBE_ID, shell=port_plan.LISTEN_PROBE_SHELL,
+                        description="listening TCP sockets and their processes"))
     return probes, labels
 
 
@@ -87,6 +91,8 @@ def read_facts(snap: HostSnapshot, query: FactQuery, labels: Mapping[str, str],
         topo=_text(lambda: host.npu_topology.text), numa_nodes=_text(lambda: host.numa_nodes.text),
         sees_output=host.shared_run_dir.sees(query.nonce),
     )
+    listen = snap.probes.get(port_plan.LISTEN_PROBE_ID)
+    facts.listening = None if listen is None else (listen.rc, listen.stdout)
     facts.missing.update(host.job_paths.missing(labels, query.paths))
     if "python" in query.paths:
         facts.python = host.job_interpreter.python

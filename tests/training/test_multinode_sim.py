@@ -102,6 +102,59 @@ def test_grpo_on_two_nodes_agrees_on_the_weights_and_writes_metrics_once(cluster
     assert training_processes(cluster, "node01") == training_processes(cluster, "node02") == []
 
 
+def test_two_grpo_jobs_at_once_on_the_same_nodes_take_disjoint_ports(cluster, tmp_path):
+    """Issue 28: two jobs started together on node01+node02 each claim a port slot, run, and record their
+    (disjoint) ports in their own launch spec; then a port of the next slot held on node02 by another
+    process refuses the launch, naming the port and the process, before anything starts."""
+    check = write_ascend_check(tmp_path, healthy("node01"), healthy("node02", index=1))
+    state = tmp_path / "state"  # the controller's claims, shared by both launches
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ASCEND_READY_STATE_DIR": str(state)}
+    procs, outs = [], []
+    for name in ("ports-a", "ports-b"):
+        out, seen = shared_run(cluster, name)
+        outs.append(out)
+        procs.append(subprocess.Popen(
+            [str(BIN / "ascend-train"), "grpo", "-c", "tiny", "-i", str(cluster.inventory_path),
+             "--preflight-command", str(check), "-o", str(out), "--node-output-dir", seen, "--python",
+             NODE_PYTHON, "eval_max_examples=0", "save_every=10", "max_steps=2"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    results = [p.communicate(timeout=600) for p in procs]
+    for p, (_o, err) in zip(procs, results, strict=True):
+        assert p.returncode == 0, err[-4000:]
+    specs = [json.loads(next((out / "logs").glob("*/launch-spec.json")).read_text()) for out in outs]
+    ports = [s["ports"] for s in specs]
+    assert {p["slot"] for p in ports} == {0, 1}
+    assert ports[0]["rendezvous_port"] != ports[1]["rendezvous_port"]
+    assert specs[0]["master_port"] == ports[0]["rendezvous_port"]
+    blocks = [set(range(p["roles"][0]["hccl_if_base_port"], p["roles"][0]["last_port"] + 1)) for p in ports]
+    assert not blocks[0] & blocks[1]
+    assert ports[0]["npu_socket_port_range"] != ports[1]["npu_socket_port_range"]
+    for (_o, err), p in zip(results, ports, strict=True):
+        assert f"ports: slot {p['slot']}: rendezvous {p['rendezvous_port']}" in err
+    assert not list(state.glob("port-claims/*.json"))  # both claims released
+
+    # a process on node02 holds slot 0's rendezvous port: refused, naming node, port and process
+    held = ports[0]["rendezvous_port"] if ports[0]["slot"] == 0 else ports[1]["rendezvous_port"]
+    from ascend_ready.sim import cluster as sim
+
+    holder = subprocess.Popen(sim.nsenter_argv(cluster.node("node02"), [
+        "python3", "-c",
+         f"import socket,time; s=socket.socket(); s.bind(('0.0.0.0', {held})); s.listen(); time.sleep(120)"]))
+    try:
+        wait_for(lambda: f":{held} " in node_run(cluster, "node02", "ss", "-tln").stdout, 30,
+                 "the holder listening on node02")
+        out, seen = shared_run(cluster, "ports-held")
+        proc = subprocess.run(
+            [str(BIN / "ascend-train"), "grpo", "-c", "tiny", "-i", str(cluster.inventory_path),
+             "--preflight-command", str(check), "-o", str(out), "--node-output-dir", seen, "--python",
+             NODE_PYTHON, "max_steps=1"], capture_output=True, text=True, env=env, timeout=300, check=False)
+    finally:
+        holder.kill()
+    assert proc.returncode != 0
+    assert f"node02: port {held} (the rendezvous port (MASTER_PORT)) is held by python3 (pid " in proc.stderr
+    assert "nothing was started" in proc.stderr and not (out / "logs").exists()
+
+
 def test_ppo_from_a_launch_spec_with_node_local_run_dirs(cluster, tmp_path):
     # The spec as ascend-check's writer makes it: a real report (checks that hold on bare nodes) and
     # each node's real route to the master.

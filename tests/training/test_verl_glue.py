@@ -52,7 +52,7 @@ def test_grpo_settings_land_on_verls_keys():
     o = as_dict(overrides_for("grpo-qwen3-235b-a22b-a2", "grpo"))
     a = "actor_rollout_ref"
     assert o[f"{a}.actor.use_kl_loss"] == "True" and o[f"{a}.actor.kl_loss_coef"] == "0.001"
-    assert o[f"{a}.actor.kl_loss_type"] == "low_var_kl" and o[f"{a}.actor.clip_ratio"] == "0.2"
+    assert o[f"{a}.actor.kl_loss_type"] == "low_var_kl" and o[f"{a}.actor.clip_ratio_low"] == "0.2"
     assert o[f"{a}.rollout.n"] == "8" and o[f"{a}.rollout.name"] == "vllm"
     assert o["trainer.nnodes"] == "16" and o["trainer.n_gpus_per_node"] == "8"
     assert o[f"{a}.rollout.tensor_model_parallel_size"] == "4"
@@ -66,7 +66,8 @@ def test_grpo_settings_land_on_verls_keys():
     # what used to be lost: warmup, the schedule, the clipping key verl 0.9.1 reads, NPU torch.compile off
     assert o[f"{a}.actor.optim.lr_warmup_steps"] == "5" and o[f"{a}.actor.optim.lr_decay_style"] == "constant"
     assert o[f"{a}.actor.optim.clip_grad"] == "1.0" and f"{a}.actor.grad_clip" not in o
-    assert o[f"{a}.actor.use_torch_compile"] == "False" and o[f"{a}.ref.use_torch_compile"] == "False"
+    # the Megatron engine has no torch.compile; under FSDP it is fsdp_config's key (test_verl_reads.py)
+    assert f"{a}.actor.use_torch_compile" not in o and f"{a}.nccl_timeout" not in o
     assert o["reward.custom_reward_function.path"] == "pkg://ascend_ready.training.verl_data"
     cosine = as_dict(overrides_for("grpo-qwen2.5-7b-a2", "grpo"))
     assert cosine[f"{a}.actor.optim.lr_scheduler_type"] == "cosine"
@@ -86,7 +87,8 @@ def test_megatron_layout_and_ppo_critic_compose():
     ppo = as_dict(overrides_for("ppo-qwen3-lora", "ppo"))
     assert ppo["algorithm.use_kl_in_reward"] == "True" and ppo["critic.optim.lr"] == "1e-05"
     assert ppo["actor_rollout_ref.model.lora_rank"] == "64"
-    assert ppo["critic.model.lora_rank"] == "64"  # the LoRA critic trains adapters, as ours does
+    # verl 0.9.1's critic LoRA crashes inside peft: the critic trains in full, and the launch log says so
+    assert "critic.model.lora_rank" not in ppo
     assert ppo["critic.optim.lr_warmup_steps"] == "10" and ppo["critic.ppo_mini_batch_size"] == "32"
 
 

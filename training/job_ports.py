@@ -1,0 +1,95 @@
+"""Each launcher's one hook into the port and role plan (checks/cluster/port_plan.py): which roles share
+the NPUs, the plan claimed for this job after the nodes' probe, the environment it adds, and the job's own
+copy of its launch spec (with `ports`) in its log dir.
+
+Hook points (one per launcher, marked `# PORT PLAN HOOK`):
+* torchrun over SSH: training/multinode.py `launch` (claim, after the probe) and `plan_job` (env, port);
+* verl/Ray: training/verl_glue.py `launch_across_nodes` (claim; Ray's flags through RayCluster.ports);
+* Slurm: training/slurm_launch.py `node_command` (the job's slot from SLURM_JOB_ID, env on every node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ascend_ready.checks.cluster.launchspec import LaunchSpec
+from ascend_ready.checks.cluster.port_plan import PortClaims, PortPlan, make_plan, read_listeners
+
+__all__ = ["SPEC_COPY", "claim", "roles_for", "slurm_slot", "write_job_spec"]
+
+SPEC_COPY = "launch-spec.json"
+
+
+def roles_for(engine: str, algorithm: str, cfg: Any) -> list[str]:
+    """The roles that hold HCCL communicators on the same NPUs, each its own block of host ports.
+
+    trl: one process per device (`train`). verl: the actor, its rollout (vLLM) and the reference live in
+    one hybrid worker per device (`actor_rollout_ref`); PPO's critic is another worker process on the same
+    devices (verl's colocated resource pool), a reward model a third."""
+    if engine != "verl":
+        return ["train"]
+    roles = ["actor_rollout_ref"]
+    if algorithm == "ppo":
+        roles.append("critic")
+    if getattr(cfg.model, "reward_model_path", None):
+        roles.append("reward")
+    return roles
+
+
+def claim(job_id: str, hosts: Mapping[str, Any], facts: Mapping[str, Any], cfg: Any, roles: list[str], *,
+          rendezvous_port: int, pinned_rendezvous: bool, ray: bool = False, dry_run: bool = False,
+          log: Callable[[str], None] = print) -> tuple[PortPlan, Callable[[], None]]:
+    """The job's plan: the lowest slot no live job of this controller holds on these nodes, every port of
+    it free on every node as the probe read it (`facts[node].listening`; refused otherwise, naming the port
+    and its process). Returns (plan, release); a dry run claims nothing. Nodes not probed (a dry run that
+    needed no session) are not judged, and the log says so."""
+    devices = {n: list(getattr(h, "devices", ()) or ()) for n, h in hosts.items()}
+    probed = {n: facts[n].listening for n in hosts if n in facts}
+    listeners = read_listeners(probed) if probed else {}
+    if not probed:
+        log("ports: not probed (dry run without a session to the nodes)")
+
+    def make(slot: int) -> PortPlan:
+        return make_plan(slot, job_id, roles, devices, extra_env=cfg.launch.hccl.extra_env,
+                         rendezvous_port=rendezvous_port, pinned_rendezvous=pinned_rendezvous, ray=ray)
+
+    claims = PortClaims()
+    if dry_run:
+        live = claims.live() if claims.dir.is_dir() else []
+        taken = {int(p) for c in live if set(c.get("nodes", ())) & set(hosts) for p in c.get("ports", ())}
+        slot = next(s for s in range(64) if not set(make(s).host_ports()) & taken)
+        plan = make(slot)
+        from ascend_ready.checks.cluster.port_plan import refuse_held
+
+        refuse_held(plan, listeners)
+        return plan, lambda: None
+    plan = claims.claim(job_id, hosts, make, listeners)
+    log(plan.describe())
+    return plan, lambda: claims.release(job_id)
+
+
+def write_job_spec(spec: LaunchSpec, hosts: Mapping[str, Any], plan: PortPlan, log_dir: Path) -> Path:
+    """The job's own launch spec (its hosts, its master, its ports) beside its logs."""
+    from ascend_ready.checks.cluster.launchspec import LAUNCH_SPEC_SCHEMA_VERSION
+
+    copy = spec.model_copy(update={"ports": plan, "master_port": plan.rendezvous_port,
+                                   "schema_version": LAUNCH_SPEC_SCHEMA_VERSION,
+                                   "hosts": {**spec.hosts, **dict(hosts)}})
+    from ascend_ready.checks.report import write_atomic
+
+    path = log_dir / SPEC_COPY
+    log_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, copy.model_dump_json(indent=1) + "\n")
+    return path
+
+
+def slurm_slot(job_id: str) -> int:
+    """A Slurm job's slot: Slurm itself keeps two jobs off one node unless they share it (OverSubscribe),
+    and then their job ids differ; the slot is the id modulo the slots, so jobs started one after another
+    on a shared node take different ports (the probe is srun's own: a bind error names the port)."""
+    from ascend_ready.checks.cluster.port_plan import MAX_SLOTS
+
+    digits = "".join(c for c in str(job_id) if c.isdigit())
+    return int(digits or 0) % MAX_SLOTS
