@@ -38,11 +38,32 @@ PROLOG_CHECKS = (
 )
 #: seconds of the run's deadline kept for judging and acting after the probe batch
 _JUDGE_MARGIN_S = 4.0
+#: the shortest --deadline: the judging margin plus a batch that can judge a node (one quick-tier batch
+#: takes 1-5 s on an idle node, npu-smi being the slowest probe): a shorter one would judge nothing and,
+#: under --slurm-health, drain a healthy node as "cannot judge"
+MIN_DEADLINE_S = 10.0
 
 
 def node_name(given: str | None = None) -> str:
     """Slurm's name for this node under slurmd (SLURMD_NODENAME), else the short host name."""
     return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0] or "localhost"
+
+
+def recorded_profile() -> str | None:
+    """The profile provisioning left on this node (python_env), or None where there is none: with it the
+    node is judged as the controller's `ascend-check -i` judges it (thresholds, training user and venv)."""
+    from ascend_ready.checks.profile import NODE_PROFILE
+
+    return NODE_PROFILE if Path(NODE_PROFILE).is_file() else None
+
+
+def default_report() -> str:
+    """DEFAULT_REPORT for root (the health check, the timer); another user (the training user trying its
+    node by hand) keeps its report under its own home, where it may write."""
+    if os.geteuid() == 0:
+        return DEFAULT_REPORT
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return str(Path(state) / "ascend-ready" / "node-check.json")
 
 
 def run_node(name: str, options, fleet):
@@ -106,7 +127,10 @@ class _Watchdog:
 @click.option("--select", multiple=True, metavar="GLOB", help="Only checks whose id matches (repeatable).")
 @click.option("--skip", multiple=True, metavar="GLOB", help="Leave out checks whose id matches (repeatable).")
 @click.option(
-    "--profile", metavar="FILE|NAME", help="Hardware profile (bundled name or file); default atlas-800t-a2."
+    "--profile",
+    metavar="FILE|NAME",
+    help="Hardware profile (bundled name or file); default: the one provisioning recorded, "
+    "/etc/ascend-ready/profile.yml (the controller's thresholds, training user and venv), else atlas-800t-a2.",
 )
 @click.option(
     "--training-user", metavar="USER", help="User the training job runs as (default: the profile's)."
@@ -137,11 +161,11 @@ class _Watchdog:
 )
 @click.option(
     "--deadline",
-    type=click.FloatRange(2.0, 86400),
+    type=click.FloatRange(0.0, 86400),
     default=50.0,
     show_default=True,
-    help="Seconds the whole run may take, acting included: keep it under Slurm's limit for a "
-    "health check (60 s) or PrologEpilogTimeout.",
+    help=f"Seconds the whole run may take, acting included, at least {MIN_DEADLINE_S:g}: keep it under "
+    "Slurm's limit for a health check (60 s) or PrologEpilogTimeout.",
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option(
@@ -155,9 +179,8 @@ class _Watchdog:
     "report_file",
     type=click.Path(dir_okay=False),
     metavar="FILE",
-    default=DEFAULT_REPORT,
-    show_default=True,
-    help="Where the full JSON report is kept on the node.",
+    help=f"Where the full JSON report is kept on the node [default: {DEFAULT_REPORT}; as another user than "
+    "root: ~/.local/state/ascend-ready/node-check.json].",
 )
 @click.option("--no-report", is_flag=True, help="Keep no report file (a one-off run, e.g. a launch gate).")
 @click.option(
@@ -215,6 +238,12 @@ def node_command(
     from ascend_ready.checks.registry import check_select
     from ascend_ready.fleet.transport import FanoutOptions
 
+    if deadline < MIN_DEADLINE_S:
+        raise ConfigError(
+            f"--deadline {deadline:g}: a run needs at least {MIN_DEADLINE_S:g} s ({_JUDGE_MARGIN_S:g} s are "
+            "kept for judging and acting, and the probe batch needs the rest to judge anything)",
+            hint=f"give --deadline {MIN_DEADLINE_S:g} or more (Slurm's health check allows up to 60 s)",
+        )
     if slurm_health and prolog:
         raise ConfigError(
             "--slurm-health and --prolog are two roles: give one",
@@ -225,6 +254,10 @@ def node_command(
     if slurm_health:
         skip = (*skip, *BUSY_STATE_CHECKS)
     check_output_path(prometheus, "--prometheus")
+    if report_file is None:
+        report_file = default_report()
+    if profile is None:
+        profile = recorded_profile()
     if (
         not no_report and Path(report_file).is_dir()
     ):  # its folder is made when missing (/var/lib/ascend-ready on a fresh node)
