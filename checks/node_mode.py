@@ -130,7 +130,8 @@ class _Watchdog:
     "--profile",
     metavar="FILE|NAME",
     help="Hardware profile (bundled name or file); default: the one provisioning recorded, "
-    "/etc/ascend-ready/profile.yml (the controller's thresholds, training user and venv), else atlas-800t-a2.",
+    "/etc/ascend-ready/profile.yml (the controller's thresholds, training user and venv), else "
+    "atlas-800t-a2.",
 )
 @click.option(
     "--training-user", metavar="USER", help="User the training job runs as (default: the profile's)."

@@ -24,6 +24,7 @@ __all__ = [
     "Limit",
     "OsReleaseOutput",
     "PciParents",
+    "RebootMarker",
     "SysctlValues",
     "ThpMode",
     "UserLimitsOutput",
@@ -34,6 +35,7 @@ __all__ = [
     "parse_kernel_headers",
     "parse_os_release",
     "parse_pci_parents",
+    "parse_reboot_marker",
     "parse_sysctl",
     "parse_thp",
     "parse_user_limits",
@@ -402,3 +404,31 @@ def parse_os_release(text: str) -> OsReleaseOutput:
                    hint="the file was cut or is not /etc/os-release")
     return OsReleaseOutput(id=fields["ID"], version_id=fields["VERSION_ID"],
                            pretty_name=fields.get("PRETTY_NAME"), fields=fields)
+
+
+# ---------------------------------------------------------------- a reboot owed
+
+
+class RebootMarker(ParsedModel):
+    """ascend-ready's owed-reboot marker (the ascend_common role writes it before a driver or firmware
+    installer runs; the reboot clears it): its path, whether it is there, and what it says."""
+
+    path: str
+    present: bool
+    text: str = ""
+
+
+@parser("reboot-marker")
+def parse_reboot_marker(text: str) -> RebootMarker:
+    """The reboot-marker probe: `marker PATH` then the file's lines, or `no marker PATH` alone."""
+    kind = "reboot-marker"
+    lines = probe_lines(kind, text)
+    head = lines[0].strip()
+    if head.startswith("no marker /"):
+        if len(lines) > 1:
+            raise fail(kind, "unexpected line after 'no marker PATH'", lines[1])
+        return RebootMarker(path=head.split(" ", 2)[2], present=False)
+    if head.startswith("marker /"):
+        body = " ".join(line.strip() for line in lines[1:])
+        return RebootMarker(path=head.split(" ", 1)[1], present=True, text=body)
+    raise fail(kind, "expected 'marker PATH' or 'no marker PATH'", lines[0])

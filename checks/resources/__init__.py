@@ -27,6 +27,7 @@ from ascend_ready.checks.resources.os import (
     Glibc,
     KernelHeaders,
     OsRelease,
+    RebootPending,
     Shm,
     Sysctl,
     Thp,
@@ -76,6 +77,7 @@ __all__ = [
     "ProbeDef",
     "ProbeFailed",
     "PythonPackages",
+    "RebootPending",
     "Resource",
     "SetEnv",
     "Shm",
@@ -119,6 +121,7 @@ ALL: tuple[type[Resource], ...] = (
     Shm,
     Clock,
     OsRelease,
+    RebootPending,
     DriverVersion,
     FirmwareVersion,
     Toolkit,
@@ -262,6 +265,11 @@ class Host(HostBase):
     def clock(self) -> Clock:
         """Clock synchronization."""
         return self.resource(Clock)
+
+    @property
+    def reboot_pending(self) -> RebootPending:
+        """The owed-reboot marker."""
+        return self.resource(RebootPending)
 
     @property
     def os_release(self) -> OsRelease:

@@ -18,6 +18,7 @@ __all__ = [
     "Glibc",
     "KernelHeaders",
     "OsRelease",
+    "RebootPending",
     "Shm",
     "Sysctl",
     "Thp",
@@ -88,6 +89,18 @@ CLOCK = probe(
         "command -v ntpstat >/dev/null 2>&1 && { ntpstat; exit $?; }; "
         "echo 'no time sync tool answered (timedatectl, chronyc, ntpstat)'"
     ),
+)
+
+
+#: the playbooks' owed-reboot marker (roles/ascend_common, ascend_common_reboot_marker's default)
+REBOOT_MARKER = "/run/ascend-ready.reboot-required"
+REBOOT_PENDING = probe(
+    "reboot-marker",
+    shell=(
+        f"f={REBOOT_MARKER}; "
+        'if [ -e "$f" ]; then echo "marker $f"; cat "$f"; echo; else echo "no marker $f"; fi'
+    ),
+    description="the owed-reboot marker the playbooks write before a driver or firmware installer runs",
 )
 
 
@@ -204,3 +217,14 @@ class OsRelease(Resource):
     @cached_property
     def release(self) -> parsed.OsReleaseOutput:
         return parsed.parse_os_release(self.host.stdout("os-release"))
+
+
+class RebootPending(Resource):
+    """Whether the node owes a reboot: the marker the playbooks write before installing a driver or
+    firmware (a reboot clears it, /run being a tmpfs)."""
+
+    probes = (REBOOT_PENDING,)
+
+    @cached_property
+    def marker(self) -> parsed.RebootMarker:
+        return parsed.parse_reboot_marker(self.host.stdout("reboot-marker"))

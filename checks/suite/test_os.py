@@ -12,6 +12,7 @@ from ascend_ready.checks.resources import (
     Glibc,
     KernelHeaders,
     PythonPackages,
+    RebootPending,
     Shm,
     Sysctl,
     Thp,
@@ -231,3 +232,19 @@ def test_clock_sync(host):
         "no time synchronization service answered (timedatectl, chronyc, ntpstat)"
     )
     assert sync.synchronized, "the clock is not synchronized"
+
+
+@check(
+    "os.reboot_pending",
+    title="the node owes no reboot (a driver or firmware installed and not yet loaded)",
+    severity="critical",
+    reads=[RebootPending],
+    fix="Reboot the node to load the driver/firmware installed (re-running site.yml reboots it when "
+    "ascend_common_reboot is on)",
+    command="systemctl reboot",
+    disruptive=True,
+)
+def test_reboot_pending(host):
+    marker = host.reboot_pending.marker
+    evidence(f"{marker.path}: {'present: ' + marker.text if marker.present else 'absent'}")
+    assert not marker.present, f"{marker.path} is present: {marker.text or 'a reboot is owed'}"

@@ -60,6 +60,8 @@ HEALTHY_OS = {
         "tmpfs           792723456     0 792723456       0% /dev/shm\n"
     ),
     "clock": "NTPSynchronized=yes\n",
+    # what the reboot-marker probe prints on a node that owes no reboot (checks/resources/os.py)
+    "reboot-marker": "no marker /run/ascend-ready.reboot-required\n",
     # Ubuntu 22.04's own file, as the simulator's Ubuntu node carries it (sim/osfiles/ubuntu2204/SOURCE)
     "os-release": (REPO / "sim/osfiles/ubuntu2204/root/etc/os-release").read_text(),
     "set-env": "/usr/local/Ascend/cann/set_env.sh\n/usr/local/Ascend/ascend-toolkit/set_env.sh\n"

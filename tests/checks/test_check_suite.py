@@ -524,6 +524,14 @@ def test_os_clock_sync():
     assert only("os.clock_sync", fake_host(outputs={"clock": none})).status == "fail"
 
 
+def test_os_reboot_pending(tmp_path):
+    # the marker's probe output as its own shell prints it (tests/checks/test_reboot_pending.py)
+    from test_reboot_pending import judge, probe_output
+
+    assert judge(probe_output(tmp_path, present=True)).status == "fail"
+    assert judge(probe_output(tmp_path, present=False)).status == "pass"
+
+
 # ---------------------------------------------------------------- versions
 
 
