@@ -21,6 +21,7 @@ __all__ = [
     "DiskUsage",
     "GlibcOutput",
     "KernelHeadersOutput",
+    "MachineIdentityOutput",
     "Limit",
     "OsReleaseOutput",
     "PciParents",
@@ -33,6 +34,7 @@ __all__ = [
     "parse_df",
     "parse_glibc",
     "parse_kernel_headers",
+    "parse_machine_identity",
     "parse_os_release",
     "parse_pci_parents",
     "parse_reboot_marker",
@@ -432,3 +434,40 @@ def parse_reboot_marker(text: str) -> RebootMarker:
         body = " ".join(line.strip() for line in lines[1:])
         return RebootMarker(path=head.split(" ", 1)[1], present=True, text=body)
     raise fail(kind, "expected 'marker PATH' or 'no marker PATH'", lines[0])
+
+
+# ---------------------------------------------------------------- which machine
+
+
+_HEX_ID = re.compile(r"[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+class MachineIdentityOutput(ParsedModel):
+    """/etc/machine-id (32 hex digits) and /proc/sys/kernel/random/boot_id (a UUID); None: not read."""
+
+    machine_id: str | None
+    boot_id: str | None
+
+    @property
+    def key(self) -> tuple[str, str] | None:
+        """What one running machine has and no other: both ids, or None where either was not read."""
+        return (self.machine_id, self.boot_id) if self.machine_id and self.boot_id else None
+
+
+@parser("machine-identity")
+def parse_machine_identity(text: str) -> MachineIdentityOutput:
+    """The machine-identity probe: `machine-id ID` then `boot-id UUID` (an empty value: not readable)."""
+    kind = "machine-identity"
+    lines = probe_lines(kind, text)
+    values: dict[str, str | None] = {}
+    for line, label in zip(lines, ("machine-id", "boot-id"), strict=False):
+        key, _, value = line.strip().partition(" ")
+        if key != label:
+            raise fail(kind, f"expected '{label} VALUE'", line)
+        value = value.strip().lower()
+        if value and not _HEX_ID.fullmatch(value):
+            raise fail(kind, f"{label} is not an id (hex digits)", line)
+        values[label] = value or None
+    if len(lines) != 2:
+        raise fail(kind, "expected two lines, 'machine-id ID' and 'boot-id UUID'", lines[2] if len(lines) > 2 else lines[-1])
+    return MachineIdentityOutput(machine_id=values["machine-id"], boot_id=values["boot-id"])

@@ -19,6 +19,7 @@ from ascend_ready.checks.resources.hccn import (
     NicTls,
     same_subnet,
 )
+from ascend_ready.checks.resources.identity import MachineIdentity
 from ascend_ready.checks.resources.npu import DeviceNodes, NpuHealth, NpuSmi, NpuTopology, NumaNodes
 from ascend_ready.checks.resources.os import (
     Accounts,
@@ -61,6 +62,7 @@ __all__ = [
     "HccnConfFile",
     "Host",
     "KernelHeaders",
+    "MachineIdentity",
     "MeshResult",
     "NicIp",
     "NicLink",
@@ -122,6 +124,7 @@ ALL: tuple[type[Resource], ...] = (
     Clock,
     OsRelease,
     RebootPending,
+    MachineIdentity,
     DriverVersion,
     FirmwareVersion,
     Toolkit,
@@ -265,6 +268,11 @@ class Host(HostBase):
     def clock(self) -> Clock:
         """Clock synchronization."""
         return self.resource(Clock)
+
+    @property
+    def machine_identity(self) -> MachineIdentity:
+        """Which machine the host is (machine-id, boot id)."""
+        return self.resource(MachineIdentity)
 
     @property
     def reboot_pending(self) -> RebootPending:

@@ -250,6 +250,16 @@ def topo_output(state: dict) -> str | None:
     return A2_TOPO.read_text().split("\n", 1)[1]
 
 
+def machine_identity_output(name: str) -> str:
+    """The machine-identity probe's output (checks/resources/identity.py) on machine `name`: its
+    /etc/machine-id (32 hex digits, machine-id(5)) and a boot id (a UUID, proc(5)), derived from the name."""
+    import hashlib
+    import uuid
+
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    return f"machine-id {digest[:32]}\nboot-id {uuid.UUID(digest[32:64])}\n"
+
+
 def fake_host(
     name: str = "node01",
     hardware: str = "atlas-800t-a2",
@@ -335,6 +345,7 @@ def fake_host(
         put(pid, text)
     put("torch-import", torch_import_output(len(logic)))
     put("training-env", training_env_output())
+    put("machine-identity", machine_identity_output(name))
     probes["toolkit-version"].stderr = "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info\n"
     for pid, value in (outputs or {}).items():
         if isinstance(value, ProbeResult):
