@@ -88,10 +88,16 @@ def _write(path: str | Path, text: str, what: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text)
     except OSError as exc:
-        raise ConfigError(
-            f"cannot write the {what} {path}: {exc.strerror or exc}",
-            hint="give a writable path, or run as root",
-        ) from None
+        import errno
+
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            hint = f"free space on the file system of {path.parent} (df -h {path.parent}), or give another "
+            hint += "path"
+        elif os.geteuid() == 0:
+            hint = f"check {path.parent} (a read-only mount, an attribute: lsattr), or give another path"
+        else:
+            hint = "give a path this user may write, or run as root"
+        raise ConfigError(f"cannot write the {what} {path}: {exc.strerror or exc}", hint=hint) from None
 
 
 class _Watchdog:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from ascend_ready.errors import ParseError
 
-__all__ = ["aliases", "alias_note"]
+__all__ = ["alias_note", "aliases"]
 
 
 def aliases(identities: Iterable[tuple[str, object]]) -> dict[str, str]:

@@ -240,8 +240,8 @@ def fleet_rank_table(
     names a device a node lacks, and for an A3 fleet (its super_device_ids are not read yet).
     """
     from ascend_ready.checks.catalog import plan
-    from ascend_ready.checks.collect import collect
     from ascend_ready.checks.cluster.aliases import alias_note, snapshot_aliases
+    from ascend_ready.checks.collect import collect
     from ascend_ready.checks.resources import MachineIdentity, NicIp, NpuSmi, probe_ids
     from ascend_ready.checks.snapshot import Snapshot
 

@@ -21,8 +21,8 @@ __all__ = [
     "DiskUsage",
     "GlibcOutput",
     "KernelHeadersOutput",
-    "MachineIdentityOutput",
     "Limit",
+    "MachineIdentityOutput",
     "OsReleaseOutput",
     "PciParents",
     "RebootMarker",
@@ -469,5 +469,6 @@ def parse_machine_identity(text: str) -> MachineIdentityOutput:
             raise fail(kind, f"{label} is not an id (hex digits)", line)
         values[label] = value or None
     if len(lines) != 2:
-        raise fail(kind, "expected two lines, 'machine-id ID' and 'boot-id UUID'", lines[2] if len(lines) > 2 else lines[-1])
+        extra = lines[2] if len(lines) > 2 else lines[-1]
+        raise fail(kind, "expected two lines, 'machine-id ID' and 'boot-id UUID'", extra)
     return MachineIdentityOutput(machine_id=values["machine-id"], boot_id=values["boot-id"])

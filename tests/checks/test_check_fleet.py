@@ -136,7 +136,8 @@ def test_one_machine_listed_under_two_names_counts_once_toward_the_majority():
     node02.probes["os-release"] = node02.probes["os-release"].model_copy(update={"stdout": kylin})
     node01b = node01.model_copy(update={"name": "node01b"}, deep=True)
     hosts = {"node01": node01, "node02": node02, "node01b": node01b}
-    report = run_checks(Snapshot(hosts=hosts), dict.fromkeys(hosts, prof), select_checks("quick", ["fleet.*"]))
+    report = run_checks(Snapshot(hosts=hosts), dict.fromkeys(hosts, prof),
+                        select_checks("quick", ["fleet.*"]))
     results = {(r.host, r.check_id): r for r in report.results}
     assert results[("node02", "fleet.os")].status == "warn"
     assert "no majority" in results[("node02", "fleet.os")].message
@@ -149,5 +150,6 @@ def test_one_machine_listed_under_two_names_counts_once_toward_the_majority():
         node01.probes["machine-identity"].stdout.split("\n")[0] + "\n"
         + fake_host("node03").probes["machine-identity"].stdout.split("\n")[1] + "\n")})
     hosts = {"node01": node01, "node02": node02, "node03": clone}
-    report = run_checks(Snapshot(hosts=hosts), dict.fromkeys(hosts, prof), select_checks("quick", ["fleet.os"]))
+    report = run_checks(Snapshot(hosts=hosts), dict.fromkeys(hosts, prof),
+                        select_checks("quick", ["fleet.os"]))
     assert {r.host: r.status for r in report.results}["node02"] == "fail"

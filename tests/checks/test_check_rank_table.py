@@ -170,5 +170,6 @@ def test_one_machine_under_two_names_is_refused_saying_which_it_is():
     snapshot.hosts["node03"].profile = A2
     with pytest.raises(ConfigError) as err:
         _table(snapshot, targets)
-    assert err.value.message.startswith("node03 is node01: the same machine (same /etc/machine-id and boot id)")
+    assert err.value.message.startswith(
+        "node03 is node01: the same machine (same /etc/machine-id and boot id)")
     assert "--exclude" not in err.value.hint and "list each machine once" in err.value.hint

@@ -21,7 +21,8 @@ import pytest
 import yaml
 from sim_support import NODE_PYTHON, node_run, own_cluster, provisioned_cluster, wait_for
 
-# the module fixture provisions 3 nodes with site.yml, training venv included (minutes on a loaded 2-core machine)
+# the module fixture provisions 3 nodes with site.yml, training venv included (minutes on a loaded
+# 2-core machine)
 pytestmark = [pytest.mark.sim, pytest.mark.timeout(2400)]
 
 RUN_DIR, SUBNET = own_cluster("slurm", 6)  # default /run/ascend-sim-pytest-slurm, 10.251.200.192/27
