@@ -100,6 +100,17 @@ def _write(path: str | Path, text: str, what: str) -> None:
         raise ConfigError(f"cannot write the {what} {path}: {exc.strerror or exc}", hint=hint) from None
 
 
+def _write_unjudged(prometheus: str, name: str, reason: str) -> None:
+    """Replace the textfile with 'could not judge' metrics (checks/node_unjudged.py); a write that fails
+    here is said on stderr, never in place of the run's own error."""
+    from ascend_ready.checks.node_unjudged import render_unjudged
+
+    try:
+        _write(prometheus, render_unjudged(name, reason), "textfile")
+    except ConfigError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+
+
 class _Watchdog:
     """Ends the run at its deadline whatever it is doing (a hung tool, a slow slurmctld), after `on_expiry`
     had a chance to act (the health check drains saying the run could not judge): Slurm kills a health
@@ -209,6 +220,12 @@ class _Watchdog:
     help="Print gres.conf's line for this node's healthy NPUs (NodeName=N Name=npu File=/dev/davinci[...]) "
     "instead of the report (the slurm_health role writes gres.conf from it).",
 )
+@click.option(
+    "--unjudged",
+    metavar="REASON",
+    help="Judge nothing: replace the --prometheus textfile with 'could not judge' metrics saying REASON "
+    "(the node_health unit's ExecStopPost runs this after a killed or failed run).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="List passing checks in the table too.")
 def node_command(
     tier,
@@ -228,6 +245,7 @@ def node_command(
     prolog,
     gres_line,
     no_report,
+    unjudged,
     verbose,
 ) -> None:
     """This node's preflight, run on the node (no SSH): for a Slurm health check or prolog, or a timer.
@@ -261,6 +279,12 @@ def node_command(
     if slurm_health:
         skip = (*skip, *BUSY_STATE_CHECKS)
     check_output_path(prometheus, "--prometheus")
+    name = node_name(given_name)
+    if unjudged is not None:
+        if not prometheus:
+            raise ConfigError("--unjudged replaces the textfile: give --prometheus FILE too")
+        _write_unjudged(prometheus, name, unjudged)
+        sys.exit(int(ExitCode.OK))
     if report_file is None:
         report_file = default_report()
     if profile is None:
@@ -276,7 +300,6 @@ def node_command(
         fleet = load_fleet_fingerprints(fleet_file)
     else:
         fleet = None
-    name = node_name(given_name)
     batch_s = max(1.0, deadline - _JUDGE_MARGIN_S)
     options = PreflightOptions(
         tier=tier,
@@ -291,6 +314,8 @@ def node_command(
     )
 
     def on_expiry(msg: str) -> None:
+        if prometheus:
+            _write_unjudged(prometheus, name, f"run passed its {deadline:g} s deadline")
         if slurm_health:
             from ascend_ready.checks.slurm_health import REASON_PREFIX, act_on_verdict
 
@@ -299,7 +324,13 @@ def node_command(
             )
 
     with _Watchdog(deadline, on_expiry):
-        report, snap = run_node(name, options, fleet)
+        try:
+            report, snap = run_node(name, options, fleet)
+        except BaseException as exc:  # the verdict of the run before must not stand for this one
+            if prometheus:
+                why = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+                _write_unjudged(prometheus, name, f"run failed: {why}")
+            raise
         if gres_line:
             from ascend_ready.checks.cluster.launchspec import healthy_devices
             from ascend_ready.checks.slurm_health import gres_conf_line
