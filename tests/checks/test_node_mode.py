@@ -421,19 +421,34 @@ def test_a_failed_run_replaces_the_last_verdict_with_could_not_judge(node_run, t
         raise ConfigError("hardware profile 'x': no such file")
 
     monkeypatch.setattr(node_mode, "run_node", broken)
-    bad = CliRunner().invoke(main, ["node", "--node-name", "node01", "--prometheus", str(prom), "--no-report"])
+    bad = CliRunner().invoke(
+        main, ["node", "--node-name", "node01", "--prometheus", str(prom), "--no-report"]
+    )
     assert bad.exit_code == 2
     text = prom.read_text()
     assert "ascend_check_status" not in text  # the all-pass of the run before is gone
     assert 'ascend_check_host_reachable{host="node01"} 0' in text
-    assert 'ascend_check_run_failed{host="node01",reason="run failed: hardware profile \'x\': no such file"} 1' in text
+    assert (
+        'ascend_check_run_failed{host="node01",reason="run failed: hardware profile \'x\': no such file"} 1'
+        in text
+    )
 
 
 def test_a_killed_run_is_reported_by_the_units_exec_stop_post(node_run, tmp_path):
     prom = _prom_after_a_good_run(node_run, tmp_path)
     # what ExecStopPost runs after SIGKILL (roles/node_health/templates/ascend-check-node.service.j2)
-    res = CliRunner().invoke(main, ["node", "--node-name", "node01", "--prometheus", str(prom),
-                                    "--unjudged", "systemd: signal (killed KILL)"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "node",
+            "--node-name",
+            "node01",
+            "--prometheus",
+            str(prom),
+            "--unjudged",
+            "systemd: signal (killed KILL)",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert 'reason="systemd: signal (killed KILL)"} 1' in prom.read_text()
     assert "ascend_check_status" not in prom.read_text()
@@ -443,10 +458,13 @@ def test_a_killed_run_is_reported_by_the_units_exec_stop_post(node_run, tmp_path
 
 def test_a_run_past_its_deadline_leaves_could_not_judge(tmp_path):
     prom = tmp_path / "ascend_check.prom"
-    prom.write_text('ascend_check_status{host="node01",check="npu.count",severity="critical",status="pass"} 1\n')
+    prom.write_text(
+        'ascend_check_status{host="node01",check="npu.count",severity="critical",status="pass"} 1\n'
+    )
     script = tmp_path / "slow.py"
     script.write_text(
-        "import sys, time\nfrom ascend_ready.checks import node_mode\nfrom ascend_ready.checks.cli import main\n"
+        "import sys, time\nfrom ascend_ready.checks import node_mode\n"
+        "from ascend_ready.checks.cli import main\n"
         "node_mode.MIN_DEADLINE_S = 0.5\nnode_mode._JUDGE_MARGIN_S = 0.1\n"
         "node_mode.run_node = lambda *a: time.sleep(30)\n"
         f"sys.argv = ['ascend-check', 'node', '--node-name', 'node01', '--deadline', '1', '--no-report', "
