@@ -24,6 +24,7 @@ from ascend_ready.checks.resources.npu import DeviceNodes, NpuHealth, NpuSmi, Np
 from ascend_ready.checks.resources.os import (
     Accounts,
     Clock,
+    ClockOffset,
     DiskFree,
     Glibc,
     KernelHeaders,
@@ -52,6 +53,7 @@ __all__ = [
     "Accounts",
     "CannComponents",
     "Clock",
+    "ClockOffset",
     "CollectiveResult",
     "DeviceNodes",
     "DiskFree",
@@ -122,6 +124,7 @@ ALL: tuple[type[Resource], ...] = (
     DiskFree,
     Shm,
     Clock,
+    ClockOffset,
     OsRelease,
     RebootPending,
     MachineIdentity,
@@ -268,6 +271,11 @@ class Host(HostBase):
     def clock(self) -> Clock:
         """Clock synchronization."""
         return self.resource(Clock)
+
+    @property
+    def clock_offset(self) -> ClockOffset:
+        """The clock's offset from NTP time."""
+        return self.resource(ClockOffset)
 
     @property
     def machine_identity(self) -> MachineIdentity:

@@ -14,6 +14,7 @@ from ascend_ready.checks.resources.base import Resource, probe, profile_probe
 __all__ = [
     "Accounts",
     "Clock",
+    "ClockOffset",
     "DiskFree",
     "Glibc",
     "KernelHeaders",
@@ -91,6 +92,17 @@ CLOCK = probe(
     ),
 )
 
+
+# The offset: chronyd's own estimate, else systemd-timesyncd's (timedatectl show -p NTPSynchronized has none).
+CLOCK_OFFSET = probe(
+    "clock-offset",
+    shell=(
+        "command -v chronyc >/dev/null 2>&1 && { chronyc tracking; exit $?; }; "
+        "timedatectl timesync-status 2>/dev/null && exit 0; "
+        "echo 'no offset source answered (chronyc tracking, timedatectl timesync-status)'"
+    ),
+    description="how far the system clock is from NTP time",
+)
 
 #: the playbooks' owed-reboot marker (roles/ascend_common, ascend_common_reboot_marker's default)
 REBOOT_MARKER = "/run/ascend-ready.reboot-required"
@@ -207,6 +219,16 @@ class Clock(Resource):
     def sync(self) -> parsed.ClockSync:
         # ntpstat exits 1 when unsynchronised and 2 when it cannot tell: answers, not failures
         return parsed.parse_clock(self.host.stdout("clock", ok_rc=(0, 1, 2)))
+
+
+class ClockOffset(Resource):
+    """The system clock's offset from NTP time, from chronyc or systemd-timesyncd (the first that answers)."""
+
+    probes = (CLOCK_OFFSET,)
+
+    @cached_property
+    def offset(self) -> parsed.ClockOffset:
+        return parsed.parse_clock_offset(self.host.stdout("clock-offset"))
 
 
 class OsRelease(Resource):

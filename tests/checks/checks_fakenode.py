@@ -22,7 +22,7 @@ from ascend_ready.sim.hw.faults import inject_fault
 from ascend_ready.sim.hw.simdir import render_dmesg, write_sysfs
 from ascend_ready.sim.hw.state import NodeView, initial_state
 from ascend_ready.sim.node.tool import npu_smi_run
-from ascend_ready.sim.render import hccn, lspci
+from ascend_ready.sim.render import chrony, hccn, lspci
 from ascend_ready.sim.render.hccn import update_conf
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,6 +60,8 @@ HEALTHY_OS = {
         "tmpfs           792723456     0 792723456       0% /dev/shm\n"
     ),
     "clock": "NTPSynchronized=yes\n",
+    # what the simulated node's chronyc prints (sim/render/chrony.py), which the clock-offset probe reads
+    "clock-offset": chrony.tracking(True, now=0.0),
     # what the reboot-marker probe prints on a node that owes no reboot (checks/resources/os.py)
     "reboot-marker": "no marker /run/ascend-ready.reboot-required\n",
     # Ubuntu 22.04's own file, as the simulator's Ubuntu node carries it (sim/osfiles/ubuntu2204/SOURCE)
