@@ -280,7 +280,8 @@ _ok() { case $_H in *" $2 "*) printf '%s N %s tool %s\n' @N@ "$1" "$2"; return 1
     printf '%s N %s budget %s %s\n' @N@ "$1" "$2" "$_LS"; return 1; fi; }
 _share() { [ -n "$_D" ] || return 0; _now; _LS=$(( (_D - _t) / $1 ))
   [ "$_LS" -gt 0 ] || _LS=0; _L=$(( _t + _LS )); }
-_as() { if [ "$_ME" = "$1" ]; then _ls=$(getent passwd "$1" 2>/dev/null | cut -d: -f7); "${_ls:-${SHELL:-/bin/sh}}" -lc "$2"
+_as() { if [ "$_ME" = "$1" ]; then _ls=$(getent passwd "$1" 2>/dev/null | cut -d: -f7)
+    "${_ls:-${SHELL:-/bin/sh}}" -lc "$2"
   elif [ "$_UID" = 0 ]; then su - "$1" -c "$2"
   else echo "ascend-check: need root or user '$1' to read its environment" >&2; return 125; fi; }
 _tail() { _rc=$1; [ -z "$_x" ] || [ "$_tl" = - ] || _H="$_H$_tl "; _now; printf '

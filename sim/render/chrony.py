@@ -44,8 +44,10 @@ def tracking(synced: bool, *, numeric: bool = False, now: float | None = None,
         ref = time.strftime("%a %b %d %H:%M:%S %Y", time.gmtime(now - since_poll))
         fields = [("Reference ID", f"{_ref_id(ip)} ({ip if numeric else name})"), ("Stratum", "3"),
                   ("Ref time (UTC)", ref),
-                  ("System time", _system_time(offset_s) if offset_s else "0.000004213 seconds slow of NTP time"),
-                  ("Last offset", f"{offset_s:+.9f} seconds" if offset_s else "-0.000002817 seconds"), ("RMS offset", "0.000011342 seconds"),
+                  ("System time",
+                   _system_time(offset_s) if offset_s else "0.000004213 seconds slow of NTP time"),
+                  ("Last offset", f"{offset_s:+.9f} seconds" if offset_s else "-0.000002817 seconds"),
+                  ("RMS offset", "0.000011342 seconds"),
                   ("Frequency", "12.418 ppm slow"), ("Residual freq", "-0.001 ppm"), ("Skew", "0.042 ppm"),
                   ("Root delay", "0.000412338 seconds"), ("Root dispersion", "0.000186271 seconds"),
                   ("Update interval", f"{UPDATE_INTERVAL_S}.4 seconds"), ("Leap status", "Normal")]
