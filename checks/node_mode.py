@@ -38,11 +38,32 @@ PROLOG_CHECKS = (
 )
 #: seconds of the run's deadline kept for judging and acting after the probe batch
 _JUDGE_MARGIN_S = 4.0
+#: the shortest --deadline: the judging margin plus a batch that can judge a node (one quick-tier batch
+#: takes 1-5 s on an idle node, npu-smi being the slowest probe): a shorter one would judge nothing and,
+#: under --slurm-health, drain a healthy node as "cannot judge"
+MIN_DEADLINE_S = 10.0
 
 
 def node_name(given: str | None = None) -> str:
     """Slurm's name for this node under slurmd (SLURMD_NODENAME), else the short host name."""
     return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0] or "localhost"
+
+
+def recorded_profile() -> str | None:
+    """The profile provisioning left on this node (python_env), or None where there is none: with it the
+    node is judged as the controller's `ascend-check -i` judges it (thresholds, training user and venv)."""
+    from ascend_ready.checks.profile import NODE_PROFILE
+
+    return NODE_PROFILE if Path(NODE_PROFILE).is_file() else None
+
+
+def default_report() -> str:
+    """DEFAULT_REPORT for root (the health check, the timer); another user (the training user trying its
+    node by hand) keeps its report under its own home, where it may write."""
+    if os.geteuid() == 0:
+        return DEFAULT_REPORT
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return str(Path(state) / "ascend-ready" / "node-check.json")
 
 
 def run_node(name: str, options, fleet):
@@ -67,10 +88,27 @@ def _write(path: str | Path, text: str, what: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text)
     except OSError as exc:
-        raise ConfigError(
-            f"cannot write the {what} {path}: {exc.strerror or exc}",
-            hint="give a writable path, or run as root",
-        ) from None
+        import errno
+
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            hint = f"free space on the file system of {path.parent} (df -h {path.parent}), or give another "
+            hint += "path"
+        elif os.geteuid() == 0:
+            hint = f"check {path.parent} (a read-only mount, an attribute: lsattr), or give another path"
+        else:
+            hint = "give a path this user may write, or run as root"
+        raise ConfigError(f"cannot write the {what} {path}: {exc.strerror or exc}", hint=hint) from None
+
+
+def _write_unjudged(prometheus: str, name: str, reason: str) -> None:
+    """Replace the textfile with 'could not judge' metrics (checks/node_unjudged.py); a write that fails
+    here is said on stderr, never in place of the run's own error."""
+    from ascend_ready.checks.node_unjudged import render_unjudged
+
+    try:
+        _write(prometheus, render_unjudged(name, reason), "textfile")
+    except ConfigError as exc:
+        click.echo(f"error: {exc.message}", err=True)
 
 
 class _Watchdog:
@@ -106,7 +144,11 @@ class _Watchdog:
 @click.option("--select", multiple=True, metavar="GLOB", help="Only checks whose id matches (repeatable).")
 @click.option("--skip", multiple=True, metavar="GLOB", help="Leave out checks whose id matches (repeatable).")
 @click.option(
-    "--profile", metavar="FILE|NAME", help="Hardware profile (bundled name or file); default atlas-800t-a2."
+    "--profile",
+    metavar="FILE|NAME",
+    help="Hardware profile (bundled name or file); default: the one provisioning recorded, "
+    "/etc/ascend-ready/profile.yml (the controller's thresholds, training user and venv), else "
+    "atlas-800t-a2.",
 )
 @click.option(
     "--training-user", metavar="USER", help="User the training job runs as (default: the profile's)."
@@ -137,11 +179,11 @@ class _Watchdog:
 )
 @click.option(
     "--deadline",
-    type=click.FloatRange(2.0, 86400),
+    type=click.FloatRange(0.0, 86400),
     default=50.0,
     show_default=True,
-    help="Seconds the whole run may take, acting included: keep it under Slurm's limit for a "
-    "health check (60 s) or PrologEpilogTimeout.",
+    help=f"Seconds the whole run may take, acting included, at least {MIN_DEADLINE_S:g}: keep it under "
+    "Slurm's limit for a health check (60 s) or PrologEpilogTimeout.",
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option(
@@ -155,9 +197,8 @@ class _Watchdog:
     "report_file",
     type=click.Path(dir_okay=False),
     metavar="FILE",
-    default=DEFAULT_REPORT,
-    show_default=True,
-    help="Where the full JSON report is kept on the node.",
+    help=f"Where the full JSON report is kept on the node [default: {DEFAULT_REPORT}; as another user than "
+    "root: ~/.local/state/ascend-ready/node-check.json].",
 )
 @click.option("--no-report", is_flag=True, help="Keep no report file (a one-off run, e.g. a launch gate).")
 @click.option(
@@ -179,6 +220,12 @@ class _Watchdog:
     help="Print gres.conf's line for this node's healthy NPUs (NodeName=N Name=npu File=/dev/davinci[...]) "
     "instead of the report (the slurm_health role writes gres.conf from it).",
 )
+@click.option(
+    "--unjudged",
+    metavar="REASON",
+    help="Judge nothing: replace the --prometheus textfile with 'could not judge' metrics saying REASON "
+    "(the node_health unit's ExecStopPost runs this after a killed or failed run).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="List passing checks in the table too.")
 def node_command(
     tier,
@@ -198,6 +245,7 @@ def node_command(
     prolog,
     gres_line,
     no_report,
+    unjudged,
     verbose,
 ) -> None:
     """This node's preflight, run on the node (no SSH): for a Slurm health check or prolog, or a timer.
@@ -215,6 +263,12 @@ def node_command(
     from ascend_ready.checks.registry import check_select
     from ascend_ready.fleet.transport import FanoutOptions
 
+    if deadline < MIN_DEADLINE_S:
+        raise ConfigError(
+            f"--deadline {deadline:g}: a run needs at least {MIN_DEADLINE_S:g} s ({_JUDGE_MARGIN_S:g} s are "
+            "kept for judging and acting, and the probe batch needs the rest to judge anything)",
+            hint=f"give --deadline {MIN_DEADLINE_S:g} or more (Slurm's health check allows up to 60 s)",
+        )
     if slurm_health and prolog:
         raise ConfigError(
             "--slurm-health and --prolog are two roles: give one",
@@ -225,6 +279,16 @@ def node_command(
     if slurm_health:
         skip = (*skip, *BUSY_STATE_CHECKS)
     check_output_path(prometheus, "--prometheus")
+    name = node_name(given_name)
+    if unjudged is not None:
+        if not prometheus:
+            raise ConfigError("--unjudged replaces the textfile: give --prometheus FILE too")
+        _write_unjudged(prometheus, name, unjudged)
+        sys.exit(int(ExitCode.OK))
+    if report_file is None:
+        report_file = default_report()
+    if profile is None:
+        profile = recorded_profile()
     if (
         not no_report and Path(report_file).is_dir()
     ):  # its folder is made when missing (/var/lib/ascend-ready on a fresh node)
@@ -236,7 +300,6 @@ def node_command(
         fleet = load_fleet_fingerprints(fleet_file)
     else:
         fleet = None
-    name = node_name(given_name)
     batch_s = max(1.0, deadline - _JUDGE_MARGIN_S)
     options = PreflightOptions(
         tier=tier,
@@ -251,6 +314,8 @@ def node_command(
     )
 
     def on_expiry(msg: str) -> None:
+        if prometheus:
+            _write_unjudged(prometheus, name, f"run passed its {deadline:g} s deadline")
         if slurm_health:
             from ascend_ready.checks.slurm_health import REASON_PREFIX, act_on_verdict
 
@@ -259,7 +324,13 @@ def node_command(
             )
 
     with _Watchdog(deadline, on_expiry):
-        report, snap = run_node(name, options, fleet)
+        try:
+            report, snap = run_node(name, options, fleet)
+        except BaseException as exc:  # the verdict of the run before must not stand for this one
+            if prometheus:
+                why = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+                _write_unjudged(prometheus, name, f"run failed: {why}")
+            raise
         if gres_line:
             from ascend_ready.checks.cluster.launchspec import healthy_devices
             from ascend_ready.checks.slurm_health import gres_conf_line

@@ -54,6 +54,9 @@ FOREACH: dict[str, str] = {
     ),
 }
 
+#: what each foreach source's words are, for a command no instance of which ran (its ids unknown)
+FOREACH_WORDS: dict[str, tuple[str, ...]] = {"davinci": ("<device>",), "npu-chip": ("<npu>", "<chip>")}
+
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _SLOT_RE = re.compile(r"^\{([1-9])\}$")
 _TOOL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
@@ -589,7 +592,10 @@ def deadline_reason(host_deadline_s: float | None) -> str:
 def not_run_result(
     probe: Probe | None, key: str, reason: str, default_timeout_s: float = 10.0, instance: str = ""
 ) -> ProbeResult:
-    """The result of a probe (or one device's instance, `key`) that was never started."""
+    """The result of a probe (or one device's instance, `key`) that was never started; a per-device probe
+    none of whose instances started names its words (`npu-smi info -t health -i <npu> -c <chip>`)."""
+    if probe and not key and probe.foreach:
+        key = ".".join(FOREACH_WORDS.get(probe.foreach, ("<id>",) * 9))
     command = (probe.command_for(key) if key else probe.command) if probe else instance
     limit = (probe.timeout_s if probe else None) or default_timeout_s
     return ProbeResult(command=command, rc=-1, timeout_s=limit, not_run=reason)

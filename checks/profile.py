@@ -115,6 +115,11 @@ class HardwareProfile(BaseModel):
         description="fleet.* field -> the value every node must have (e.g. cann: 8.2.RC1); "
         "fields not pinned are judged against the fleet's majority",
     )
+    clock_max_offset_s: float = Field(
+        1.0, gt=0,
+        description="os.clock_sync: the most the system clock may be off the NTP time (chronyc tracking's "
+        "System time, timedatectl timesync-status's Offset), in seconds",
+    )
     straggler_ratio: float = Field(
         0.8, gt=0, lt=1,
         description="npu.matmul / hccl.allreduce (full tier): a device, node or node pair below this "

@@ -340,5 +340,9 @@ def write_atomic(path: Path, text: str) -> None:
     """Write via a temporary file so node_exporter never reads a half-written file."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except BaseException:  # a full disk or a signal: no half-written temporary file left behind
+        tmp.unlink(missing_ok=True)
+        raise

@@ -325,7 +325,9 @@ def _identities(paths: Sequence[str]) -> tuple[object | None, list[str]]:
     def load(path: Path):
         try:
             return paramiko.PKey.from_path(str(path))
-        except (paramiko.SSHException, OSError, ValueError):
+        # paramiko 3.2+'s from_path raises TypeError for a passphrase-protected key (cryptography's
+        # "password was not provided"): the agent may hold it, and _auth_failure names it if not
+        except (paramiko.SSHException, OSError, ValueError, TypeError):
             return None
 
     first, rest = None, []
@@ -336,6 +338,49 @@ def _identities(paths: Sequence[str]) -> tuple[object | None, list[str]]:
         else:
             rest.append(path)
     return first, rest
+
+
+def _encrypted(path: str) -> bool:
+    """Whether the private key file at `path` needs a passphrase (paramiko's own test: loading it
+    without one raises PasswordRequiredException, or TypeError from paramiko 3.2's from_path)."""
+    import paramiko
+
+    try:
+        paramiko.PKey.from_path(path)
+    except (paramiko.PasswordRequiredException, TypeError):
+        return True
+    except (paramiko.SSHException, OSError, ValueError):
+        return False
+    return False
+
+
+def _auth_failure(where: str, user: str, keys: Sequence[str], exc: Exception) -> HostUnreachable:
+    """The node refused every key offered: say whom as, which keys were tried (files, the agent's), which
+    of them need a passphrase nothing could give, and what to do."""
+    import paramiko
+
+    files = list(keys) or [
+        str(p) for p in (Path.home() / ".ssh" / n for n in ("id_rsa", "id_ecdsa", "id_ed25519")) if p.exists()
+    ]
+    try:
+        agent = len(paramiko.Agent().get_keys()) if os.environ.get("SSH_AUTH_SOCK") else 0
+    except (paramiko.SSHException, OSError):
+        agent = 0
+    locked = [f for f in files if _encrypted(f)]
+    tried = ", ".join(files) or "no key file"
+    tried += f"; {agent} key(s) of ssh-agent" if agent else "; no ssh-agent (SSH_AUTH_SOCK unset or empty)"
+    if locked and not agent:
+        return HostUnreachable(
+            f"{where}: the key {', '.join(locked)} is passphrase-protected and no ssh-agent holds it, so no "
+            f"key could be offered for {user}",
+            hint=f"start an agent and add the key (eval $(ssh-agent); ssh-add {locked[0]}), then run again",
+        )
+    return HostUnreachable(
+        f"{where}: authentication as {user} failed ({exc}); tried: {tried}",
+        hint=f"check that {user} is the node's account (ansible_user / -u) and that one of these keys is in "
+        f"~{user}/.ssh/authorized_keys on the node (ssh -v {where.rsplit(':', 1)[0]} shows what it accepts); "
+        "a passphrase-protected key needs an ssh-agent holding it (ssh-add KEY)",
+    )
 
 
 def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int = 0):
@@ -413,6 +458,14 @@ def _connect(target: Target, options: FanoutOptions, deadline: float, hops: int 
             f"{where}: host key does not match known_hosts ({exc}); refusing to connect",
             hint="if the host was reinstalled, remove its old key with ssh-keygen -R",
         ) from None
+    except paramiko.AuthenticationException as exc:  # PasswordRequiredException among them
+        _close(client, jump_client)
+        raise _auth_failure(where, user, keys, exc) from None
+    except TypeError as exc:  # paramiko 3.2+: a passphrase-protected key file it loads itself
+        if "password" not in str(exc).lower():
+            raise
+        _close(client, jump_client)
+        raise _auth_failure(where, user, keys, exc) from None
     except paramiko.SSHException as exc:
         transport = client.get_transport()
         _close(client, jump_client)

@@ -131,6 +131,9 @@ def provisioned_cluster(run_dir: str, subnet: str, count: int, profiles: str,
             spec = fleet.host_bound_profile(work / "sim-profile.yml") if check_profile else None
             inventory = fleet.write_inventory(c.run_dir, work / "inventory", packages, stack, training=True,
                                               os_prereqs_repo=repo, check_profile=spec)
+            # reboots on, as on a real rack: the nodes load what they were given and owe no reboot
+            # (os.reboot_pending is judged on them); a simulated reboot costs a few seconds
+            reboot_on(inventory)
             bindir = Path(sys.executable).parent
             env = {**os.environ, "ANSIBLE_CONFIG": str(playbooks / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
                    "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
@@ -142,6 +145,18 @@ def provisioned_cluster(run_dir: str, subnet: str, count: int, profiles: str,
             pytest.fail(f"provisioning the training cluster failed (rc {play.returncode}):\n"
                         f"{(play.stdout + play.stderr)[-4000:]}")
         yield c, inventory
+
+
+def reboot_on(inventory) -> None:
+    """Turn the reboot handler on in a simulated fleet's inventory (sim.harness.fleet turns it off)."""
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(inventory).parent / "group_vars" / "ascend_nodes.yml"
+    values = yaml.safe_load(path.read_text())
+    values.update(ascend_common_reboot=True, ascend_common_reboot_timeout=300)
+    path.write_text(yaml.safe_dump(values))
 
 
 @contextlib.contextmanager

@@ -240,8 +240,9 @@ def fleet_rank_table(
     names a device a node lacks, and for an A3 fleet (its super_device_ids are not read yet).
     """
     from ascend_ready.checks.catalog import plan
+    from ascend_ready.checks.cluster.aliases import alias_note, snapshot_aliases
     from ascend_ready.checks.collect import collect
-    from ascend_ready.checks.resources import NicIp, NpuSmi, probe_ids
+    from ascend_ready.checks.resources import MachineIdentity, NicIp, NpuSmi, probe_ids
     from ascend_ready.checks.snapshot import Snapshot
 
     reachable = [t for t in targets if t.name in snapshot.hosts and snapshot.hosts[t.name].reachable]
@@ -252,8 +253,9 @@ def fleet_rank_table(
                           "ascend-check does not read yet",
                           hint="write it from `npu-smi info -t spod-info -i N -c C` on each node")
     have = Snapshot(hosts=dict(snapshot.hosts))
-    # what the table reads on each node: the chips' health (npu-smi info) and the device IPs
-    wanted = set(probe_ids([NpuSmi, NicIp]))
+    # what the table reads on each node: the chips' health (npu-smi info), the device IPs, and which machine
+    # it is (one listed twice would otherwise show as duplicate device IPs)
+    wanted = set(probe_ids([NpuSmi, NicIp, MachineIdentity]))
 
     def lacks(snap: HostSnapshot) -> bool:
         return not all(any(k == p or k.startswith(f"{p}.") for k in snap.probes) for p in wanted)
@@ -265,6 +267,12 @@ def fleet_rank_table(
             have.hosts[snap.name] = snap
     reachable = [t for t in reachable if have.hosts[t.name].reachable]
     unreachable += sorted(t.name for t in again if not have.hosts[t.name].reachable)
+    same = snapshot_aliases({t.name: have.hosts[t.name] for t in reachable})
+    if same:
+        raise ConfigError("; ".join(alias_note(a, n) for a, n in same.items()) + ": a rank table lists "
+                          "each machine once",
+                          hint="list each machine once in the inventory (or leave the other name out with "
+                          f"--limit '!{next(iter(same))}')")
     health = {t.name: healthy_devices(have.hosts[t.name]) for t in reachable}
     servers, left_out = table_hosts(have, {t.name: (t.address or t.name, health[t.name][0])
                                            for t in reachable})

@@ -17,23 +17,29 @@ from ascend_ready.checks.parsers.base import Line, ParsedModel, fail, numbered_l
 
 __all__ = [
     "AccountsOutput",
+    "ClockOffset",
     "ClockSync",
     "DiskUsage",
     "GlibcOutput",
     "KernelHeadersOutput",
     "Limit",
+    "MachineIdentityOutput",
     "OsReleaseOutput",
     "PciParents",
+    "RebootMarker",
     "SysctlValues",
     "ThpMode",
     "UserLimitsOutput",
     "parse_accounts",
     "parse_clock",
+    "parse_clock_offset",
     "parse_df",
     "parse_glibc",
     "parse_kernel_headers",
+    "parse_machine_identity",
     "parse_os_release",
     "parse_pci_parents",
+    "parse_reboot_marker",
     "parse_sysctl",
     "parse_thp",
     "parse_user_limits",
@@ -402,3 +408,137 @@ def parse_os_release(text: str) -> OsReleaseOutput:
                    hint="the file was cut or is not /etc/os-release")
     return OsReleaseOutput(id=fields["ID"], version_id=fields["VERSION_ID"],
                            pretty_name=fields.get("PRETTY_NAME"), fields=fields)
+
+
+# ---------------------------------------------------------------- a reboot owed
+
+
+class RebootMarker(ParsedModel):
+    """ascend-ready's owed-reboot marker (the ascend_common role writes it before a driver or firmware
+    installer runs; the reboot clears it): its path, whether it is there, and what it says."""
+
+    path: str
+    present: bool
+    text: str = ""
+
+
+@parser("reboot-marker")
+def parse_reboot_marker(text: str) -> RebootMarker:
+    """The reboot-marker probe: `marker PATH` then the file's lines, or `no marker PATH` alone."""
+    kind = "reboot-marker"
+    lines = probe_lines(kind, text)
+    head = lines[0].strip()
+    if head.startswith("no marker /"):
+        if len(lines) > 1:
+            raise fail(kind, "unexpected line after 'no marker PATH'", lines[1])
+        return RebootMarker(path=head.split(" ", 2)[2], present=False)
+    if head.startswith("marker /"):
+        body = " ".join(line.strip() for line in lines[1:])
+        return RebootMarker(path=head.split(" ", 1)[1], present=True, text=body)
+    raise fail(kind, "expected 'marker PATH' or 'no marker PATH'", lines[0])
+
+
+# ---------------------------------------------------------------- which machine
+
+
+_HEX_ID = re.compile(r"[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+class MachineIdentityOutput(ParsedModel):
+    """/etc/machine-id (32 hex digits) and /proc/sys/kernel/random/boot_id (a UUID); None: not read."""
+
+    machine_id: str | None
+    boot_id: str | None
+
+    @property
+    def key(self) -> tuple[str, str] | None:
+        """What one running machine has and no other: both ids, or None where either was not read."""
+        return (self.machine_id, self.boot_id) if self.machine_id and self.boot_id else None
+
+
+@parser("machine-identity")
+def parse_machine_identity(text: str) -> MachineIdentityOutput:
+    """The machine-identity probe: `machine-id ID` then `boot-id UUID` (an empty value: not readable)."""
+    kind = "machine-identity"
+    lines = probe_lines(kind, text)
+    values: dict[str, str | None] = {}
+    for line, label in zip(lines, ("machine-id", "boot-id"), strict=False):
+        key, _, value = line.strip().partition(" ")
+        if key != label:
+            raise fail(kind, f"expected '{label} VALUE'", line)
+        value = value.strip().lower()
+        if value and not _HEX_ID.fullmatch(value):
+            raise fail(kind, f"{label} is not an id (hex digits)", line)
+        values[label] = value or None
+    if len(lines) != 2:
+        extra = lines[2] if len(lines) > 2 else lines[-1]
+        raise fail(kind, "expected two lines, 'machine-id ID' and 'boot-id UUID'", extra)
+    return MachineIdentityOutput(machine_id=values["machine-id"], boot_id=values["boot-id"])
+
+
+# ---------------------------------------------------------------- clock offset
+
+
+class ClockOffset(ParsedModel):
+    """How far the system clock is from NTP time (seconds, + fast / - slow), from the first tool that
+    answered; None: no tool that reports an offset answered."""
+
+    offset_s: float | None
+    tool: str  # chronyc, timedatectl, or none
+    line: str
+
+
+_NO_OFFSET = "no offset source answered"
+#: chronyc tracking (chrony 4.x doc/chronyc.adoc "tracking"): "System time     : 0.000001501 seconds slow of
+#: NTP time" (a real capture: zabbix-tooling/zabbix-agent-extensions#39)
+_CHRONY_SYSTEM_TIME = re.compile(r"^System time\s*:\s*([0-9.]+) seconds (fast|slow) of NTP time$")
+#: systemd's format_timespan units, as timedatectl timesync-status prints Offset ("+1.466ms", "-10min 12s")
+_SPAN_UNITS = {"y": 31557600.0, "month": 2629800.0, "w": 604800.0, "d": 86400.0, "h": 3600.0,
+               "min": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "\u00b5s": 1e-6, "ns": 1e-9}
+_SPAN_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(y|month|w|d|h|min|ms|us|\u00b5s|ns|s)")
+
+
+def _timespan_s(kind: str, text: str, line: Line) -> float:
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-").strip()
+    parts = body.split()
+    total = 0.0
+    for part in parts:
+        m = _SPAN_PART.fullmatch(part)
+        if not m:
+            raise fail(kind, f"offset {text!r} is not a systemd time span (e.g. +1.466ms, -10min 12s)", line)
+        total += float(m[1]) * _SPAN_UNITS[m[2]]
+    if not parts:
+        raise fail(kind, "an empty Offset", line)
+    return sign * total
+
+
+@parser("clock-offset")
+def parse_clock_offset(text: str) -> ClockOffset:
+    """`chronyc tracking` (its System time line) or `timedatectl timesync-status` (its Offset line)."""
+    kind = "clock-offset"
+    lines = probe_lines(kind, text)
+    first = lines[0].strip()
+    if first.lower().startswith(_NO_OFFSET):
+        if len(lines) > 1:
+            raise fail(kind, "unexpected line after the no-source message", lines[1])
+        return ClockOffset(offset_s=None, tool="none", line=first)
+    found: ClockOffset | None = None
+    for row in lines:
+        key, sep, value = row.strip().partition(":")
+        if not sep or not key.strip():
+            raise fail(kind, "expected 'Key: value' (chronyc tracking, timedatectl timesync-status)", row)
+        key = key.strip()
+        if key == "System time":
+            m = _CHRONY_SYSTEM_TIME.match(row.strip())
+            if not m:
+                raise fail(kind, "expected 'System time : N seconds fast|slow of NTP time'", row)
+            seconds = float(m[1]) * (1 if m[2] == "fast" else -1)
+            found = ClockOffset(offset_s=seconds, tool="chronyc", line=row.strip())
+        elif key == "Offset":
+            found = ClockOffset(offset_s=_timespan_s(kind, value.strip(), row), tool="timedatectl",
+                                line=row.strip())
+    if found is None:
+        raise fail(kind, "no 'System time' (chronyc tracking) or 'Offset' (timedatectl timesync-status) line",
+                   lines[0])
+    return found

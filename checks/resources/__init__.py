@@ -19,6 +19,7 @@ from ascend_ready.checks.resources.hccn import (
     NicTls,
     same_subnet,
 )
+from ascend_ready.checks.resources.identity import MachineIdentity
 from ascend_ready.checks.resources.launch import (
     JobInterpreter,
     JobPaths,
@@ -30,10 +31,12 @@ from ascend_ready.checks.resources.npu import DeviceNodes, NpuHealth, NpuSmi, Np
 from ascend_ready.checks.resources.os import (
     Accounts,
     Clock,
+    ClockOffset,
     DiskFree,
     Glibc,
     KernelHeaders,
     OsRelease,
+    RebootPending,
     Shm,
     Sysctl,
     Thp,
@@ -58,6 +61,7 @@ __all__ = [
     "Accounts",
     "CannComponents",
     "Clock",
+    "ClockOffset",
     "CollectiveResult",
     "DeviceNodes",
     "DiskFree",
@@ -71,6 +75,7 @@ __all__ = [
     "JobPaths",
     "KernelHeaders",
     "LoginUser",
+    "MachineIdentity",
     "MasterRoute",
     "MeshResult",
     "NicIp",
@@ -89,6 +94,7 @@ __all__ = [
     "ProbeDef",
     "ProbeFailed",
     "PythonPackages",
+    "RebootPending",
     "Resource",
     "SetEnv",
     "SharedRunDir",
@@ -133,7 +139,10 @@ ALL: tuple[type[Resource], ...] = (
     DiskFree,
     Shm,
     Clock,
+    ClockOffset,
     OsRelease,
+    RebootPending,
+    MachineIdentity,
     DriverVersion,
     FirmwareVersion,
     Toolkit,
@@ -282,6 +291,21 @@ class Host(HostBase):
     def clock(self) -> Clock:
         """Clock synchronization."""
         return self.resource(Clock)
+
+    @property
+    def clock_offset(self) -> ClockOffset:
+        """The clock's offset from NTP time."""
+        return self.resource(ClockOffset)
+
+    @property
+    def machine_identity(self) -> MachineIdentity:
+        """Which machine the host is (machine-id, boot id)."""
+        return self.resource(MachineIdentity)
+
+    @property
+    def reboot_pending(self) -> RebootPending:
+        """The owed-reboot marker."""
+        return self.resource(RebootPending)
 
     @property
     def os_release(self) -> OsRelease:

@@ -124,6 +124,18 @@ class Fleet:
         return len(self.hosts)
 
 
+def short_command(command: str, limit: int = 160) -> str:
+    """A probe's command as a message shows it: an inline script (`python -c '<28 lines>'`, a long sh
+    snippet) is cut to its program and `<script>`, never pasted whole."""
+    if "\n" not in command and len(command) <= limit:
+        return command
+    head, sep, _ = command.partition(" -c ")
+    if sep and "\n" not in head and len(head) <= limit:
+        return f"{head} -c <script>"
+    first = command.splitlines()[0] if command.strip() else command
+    return (first[: limit - 4] + " ...") if len(first) > limit - 4 else first + " ..."
+
+
 class HostBase:
     """A node as its snapshot shows it, with the profile it is judged against; resources by class.
 
@@ -186,7 +198,7 @@ class HostBase:
         not_run = getattr(res, "not_run", None)
         if not_run:
             raise ProbeFailed(
-                f"`{res.command}` not run: {not_run}",
+                f"`{short_command(res.command)}` not run: {not_run}",
                 hint="the probe never started, so nothing is known about what it reads; "
                 "fix the cause named and run ascend-check again",
             )
@@ -194,7 +206,7 @@ class HostBase:
             limit = f" after {res.timeout_s:g} s" if res.timeout_s else ""
             why = f" ({res.stderr.strip()})" if res.rc == -1 and res.stderr.strip() else ""
             raise ProbeFailed(
-                f"`{res.command}` timed out{limit}{why}",
+                f"`{short_command(res.command)}` timed out{limit}{why}",
                 hint="the tool hangs: check the driver (dmesg) before anything else",
             )
         return res
@@ -204,8 +216,19 @@ class HostBase:
         res = self.result(probe_id)
         if res.rc not in ok_rc:
             err = (res.stderr.strip() or res.stdout.strip()).splitlines()
+            shown = short_command(res.command)
+            program = shown.split()[0] if shown.split() else ""
+            said = err[-1] if err else ""
+            if said.startswith("ascend-check: no interpreter "):  # _python's shell form (~user, a glob)
+                program = said.split()[3]
+            if res.rc == 127 and program.startswith(("/", "~")) and "python" in program.rsplit("/", 1)[-1]:
+                raise ProbeFailed(
+                    f"no interpreter {program} on the node (the training venv is missing)",
+                    hint="build it (ansible-playbook site.yml --tags python_env), or name the venv's python "
+                    "with --python / ascend_check_python",
+                )
             hint = "the command is not installed or not on PATH" if res.rc == 127 else None
-            raise ProbeFailed(f"`{res.command}` exited {res.rc}" + (f": {err[-1]}" if err else ""), hint=hint)
+            raise ProbeFailed(f"`{shown}` exited {res.rc}" + (f": {err[-1]}" if err else ""), hint=hint)
         return res.stdout
 
     def file(self, probe_id: str) -> str | None:

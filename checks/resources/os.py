@@ -14,10 +14,12 @@ from ascend_ready.checks.resources.base import Resource, probe, profile_probe
 __all__ = [
     "Accounts",
     "Clock",
+    "ClockOffset",
     "DiskFree",
     "Glibc",
     "KernelHeaders",
     "OsRelease",
+    "RebootPending",
     "Shm",
     "Sysctl",
     "Thp",
@@ -88,6 +90,29 @@ CLOCK = probe(
         "command -v ntpstat >/dev/null 2>&1 && { ntpstat; exit $?; }; "
         "echo 'no time sync tool answered (timedatectl, chronyc, ntpstat)'"
     ),
+)
+
+
+# The offset: chronyd's own estimate, else systemd-timesyncd's (timedatectl show -p NTPSynchronized has none).
+CLOCK_OFFSET = probe(
+    "clock-offset",
+    shell=(
+        "command -v chronyc >/dev/null 2>&1 && { chronyc tracking; exit $?; }; "
+        "timedatectl timesync-status 2>/dev/null && exit 0; "
+        "echo 'no offset source answered (chronyc tracking, timedatectl timesync-status)'"
+    ),
+    description="how far the system clock is from NTP time",
+)
+
+#: the playbooks' owed-reboot marker (roles/ascend_common, ascend_common_reboot_marker's default)
+REBOOT_MARKER = "/run/ascend-ready.reboot-required"
+REBOOT_PENDING = probe(
+    "reboot-marker",
+    shell=(
+        f"f={REBOOT_MARKER}; "
+        'if [ -e "$f" ]; then echo "marker $f"; cat "$f"; echo; else echo "no marker $f"; fi'
+    ),
+    description="the owed-reboot marker the playbooks write before a driver or firmware installer runs",
 )
 
 
@@ -196,6 +221,16 @@ class Clock(Resource):
         return parsed.parse_clock(self.host.stdout("clock", ok_rc=(0, 1, 2)))
 
 
+class ClockOffset(Resource):
+    """The system clock's offset from NTP time, from chronyc or systemd-timesyncd (the first that answers)."""
+
+    probes = (CLOCK_OFFSET,)
+
+    @cached_property
+    def offset(self) -> parsed.ClockOffset:
+        return parsed.parse_clock_offset(self.host.stdout("clock-offset"))
+
+
 class OsRelease(Resource):
     """The distribution (/etc/os-release): its ID and VERSION_ID."""
 
@@ -204,3 +239,14 @@ class OsRelease(Resource):
     @cached_property
     def release(self) -> parsed.OsReleaseOutput:
         return parsed.parse_os_release(self.host.stdout("os-release"))
+
+
+class RebootPending(Resource):
+    """Whether the node owes a reboot: the marker the playbooks write before installing a driver or
+    firmware (a reboot clears it, /run being a tmpfs)."""
+
+    probes = (REBOOT_PENDING,)
+
+    @cached_property
+    def marker(self) -> parsed.RebootMarker:
+        return parsed.parse_reboot_marker(self.host.stdout("reboot-marker"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ascend_ready.checks.cluster.aliases import alias_note, aliases
 from ascend_ready.checks.cluster.fleet import MISSING, compare, groups
 from ascend_ready.checks.registry import check, evidence, warn
 from ascend_ready.checks.remediation import PLAYBOOK
@@ -20,6 +21,7 @@ from ascend_ready.checks.resources import (
     Glibc,
     HccnConfFile,
     KernelHeaders,
+    MachineIdentity,
     NicTls,
     NpuSmi,
     OsRelease,
@@ -109,12 +111,28 @@ def _read(fn: Callable[[], str]) -> str:
         return missing
 
 
+def _identity(host) -> tuple[str, str] | None:
+    """The host's machine identity key, None where it was not read (then it counts as its own machine)."""
+    try:
+        return host.machine_identity.identity.key
+    except (ProbeFailed, AscendReadyError):
+        return None
+
+
 def _judge(host, check_id: str, fields: Fields) -> None:
     """Compare `host` with the rest of the fleet on `fields`; fail/warn naming what differs."""
     # Hosts of another product (an A3 beside A2s) are their own fleet: they differ by design.
     peers = [h for h in host.fleet.hosts if h.profile.product == host.profile.product]
     key = f"{check_id}:{host.profile.product}:fingerprints"
     memo = host.fleet.memo
+    # one machine listed under two names counts once toward the majority (as its first name)
+    same = memo.get(f"aliases:{host.profile.product}")
+    if same is None:
+        same = memo[f"aliases:{host.profile.product}"] = aliases((h.name, _identity(h)) for h in peers)
+    if host.name in same:
+        warn(f"{alias_note(host.name, same[host.name])}: judged once, as {same[host.name]}; list it once in "
+             "the inventory")
+    peers = [h for h in peers if h.name not in same]
     recorded = host.fleet.reference.get(reference_key(check_id, host.profile.product))
     if len(peers) < 2 and recorded:
         # node-local mode: this node read now, the others as the controller's fingerprint file has them
@@ -153,7 +171,7 @@ def _judge(host, check_id: str, fields: Fields) -> None:
     "fleet.stack",
     title="the node has the fleet's driver, firmware, CANN and torch/torch_npu versions",
     severity="critical",
-    reads=[DriverVersion, FirmwareVersion, Toolkit, CannComponents, PythonPackages],
+    reads=[DriverVersion, FirmwareVersion, Toolkit, CannComponents, PythonPackages, MachineIdentity],
     fix="Provision the odd node with the fleet's stack (stack_id of the majority)",
     command=PLAYBOOK + " --limit <host>",
 )
@@ -165,7 +183,7 @@ def test_fleet_stack(host):
     "fleet.os",
     title="the node runs the fleet's OS release, kernel, glibc and THP settings",
     severity="major",
-    reads=[OsRelease, KernelHeaders, Glibc, Thp],
+    reads=[OsRelease, KernelHeaders, Glibc, Thp, MachineIdentity],
     fix="Reinstall or upgrade the odd node to the fleet's OS and kernel; re-run the tuning role for THP",
 )
 def test_fleet_os(host):
@@ -176,7 +194,7 @@ def test_fleet_os(host):
     "fleet.hardware",
     title="the node has the fleet's NPU model and count",
     severity="major",
-    reads=[NpuSmi],
+    reads=[NpuSmi, MachineIdentity],
     fix="Check the odd node's cards (npu-smi info) and its inventory group: a different product needs "
     "its own profile and its own job",
     disruptive=True,
@@ -189,7 +207,7 @@ def test_fleet_hardware(host):
     "fleet.hccn",
     title="the node's device NICs have the fleet's TLS switch and netmask",
     severity="critical",
-    reads=[NicTls, HccnConfFile],
+    reads=[NicTls, HccnConfFile, MachineIdentity],
     fix="Set the TLS switch the fleet uses on every device (hccn_tool -i N -tls -s enable 0|1) and the "
     "netmask in /etc/hccn.conf through the hccn role",
     command=PLAYBOOK + " --limit <host> --tags hccn",

@@ -8,10 +8,12 @@ from ascend_ready.checks.registry import check, evidence, fix_command, warn
 from ascend_ready.checks.resources import (
     Accounts,
     Clock,
+    ClockOffset,
     DiskFree,
     Glibc,
     KernelHeaders,
     PythonPackages,
+    RebootPending,
     Shm,
     Sysctl,
     Thp,
@@ -220,9 +222,10 @@ def test_shm(host):
     "os.clock_sync",
     title="the system clock is synchronized",
     severity="major",
-    reads=[Clock],
-    fix="Enable time sync (chrony or systemd-timesyncd): skewed clocks break HCCL timeouts and TLS",
-    command="timedatectl set-ntp true",
+    reads=[Clock, ClockOffset],
+    fix="Enable time sync (chrony or systemd-timesyncd) and step a clock that is far off (chronyc makestep): "
+    "skewed clocks break HCCL timeouts, TLS and the order of the nodes' logs",
+    command="timedatectl set-ntp true; chronyc makestep",
 )
 def test_clock_sync(host):
     sync = host.clock.sync
@@ -231,3 +234,31 @@ def test_clock_sync(host):
         "no time synchronization service answered (timedatectl, chronyc, ntpstat)"
     )
     assert sync.synchronized, "the clock is not synchronized"
+    # synchronised says a source was selected, not that the clock is near it: a clock being slewed back
+    # from minutes off reports Leap status Normal all along
+    offset, bound = host.clock_offset.offset, host.profile.clock_max_offset_s
+    evidence(offset.line)
+    if offset.offset_s is None:
+        warn("the clock's offset was not read (no chronyc or systemd-timesyncd answered): only its sync "
+             "status was judged")
+    off = offset.offset_s
+    assert abs(off) <= bound, (
+        f"the clock is {abs(off):.3f} s {'fast' if off > 0 else 'slow'} of NTP time ({offset.tool}), "
+        f"more than the profile's {bound:g} s"
+    )
+
+
+@check(
+    "os.reboot_pending",
+    title="the node owes no reboot (a driver or firmware installed and not yet loaded)",
+    severity="critical",
+    reads=[RebootPending],
+    fix="Reboot the node to load the driver/firmware installed (re-running site.yml reboots it when "
+    "ascend_common_reboot is on)",
+    command="systemctl reboot",
+    disruptive=True,
+)
+def test_reboot_pending(host):
+    marker = host.reboot_pending.marker
+    evidence(f"{marker.path}: {'present: ' + marker.text if marker.present else 'absent'}")
+    assert not marker.present, f"{marker.path} is present: {marker.text or 'a reboot is owed'}"

@@ -144,15 +144,18 @@ def up(
     profile: str | None = None,
     skip: tuple[str, ...] = (),
     gres: bool = False,
+    venv: str | None = None,
 ) -> None:
     """Configure and start munge, slurmd on every node, slurmctld on the first; wait until every node has
     registered (idle, or drained by its first health check). `profile`: a hardware profile's YAML text the
     checks judge with (written to PROFILE_PATH on each node); `skip`: check id globs left out; `gres`:
     each node's healthy NPUs as GRES, gres.conf written from `ascend-check node --gres-line` as the
     slurm_health role does (the nodes need their driver: npu-smi). `health_interval` None: no health check
-    and no prolog (apply the slurm_health role to the nodes for them)."""
+    and no prolog (apply the slurm_health role to the nodes for them). `venv`: the venv on the nodes whose
+    ascend-check runs (default: this checkout's .venv, lent to the nodes; a provisioned cluster: the training
+    venv python_env built, which judges by the profile provisioning recorded)."""
     knobs = {
-        "slurm_health_venv": str(REPO / ".venv"),
+        "slurm_health_venv": venv or str(REPO / ".venv"),
         "slurm_health_probe_timeout": probe_timeout,
         "slurm_health_node_name": "$(hostname -s)",
         "slurm_health_skip": list(skip),

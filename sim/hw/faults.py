@@ -87,6 +87,11 @@ FAULTS: dict[str, FaultSpec] = {
     "npu-smi-hang": FaultSpec("npu-smi blocks forever", ("npu-smi",), {}, {}),
     "clock-unsynced": FaultSpec(
         "the time daemon lost its NTP source", ("chronyc tracking",), {}, {}),
+    # chronyd still synchronised (Leap status Normal) while it slews a clock that is far off: its System
+    # time line says how far (the shape of a real capture: zabbix-tooling/zabbix-agent-extensions#39)
+    "clock-offset": FaultSpec(
+        "the system clock is off NTP time (+ fast, - slow) while chronyd slews it", ("chronyc tracking",),
+        {"seconds": 612.0}, {"seconds": "offset of the system clock from NTP time (+ fast, - slow)"}),
     # Not a defect: what `echo N > /sys/bus/pci/devices/<engine>/sriov_numvfs` does on a Kunpeng host (KAE
     # setups for containers and VMs), so the host's accelerator VFs show in lspci and sysfs.
     "accelerator-vfs": FaultSpec(
@@ -105,7 +110,7 @@ def _coerce(kind: str, name: str, value):
     try:
         if name in _INT_PARAMS and value is not None:
             return int(value)
-        if name == "speed":
+        if name in ("speed", "seconds"):
             return float(value)
     except (TypeError, ValueError):
         raise SimError(f"fault {kind}: {name}={value!r} is not a number") from None
@@ -194,6 +199,8 @@ def inject_fault(state: dict, kind: str, **params) -> dict:
         new["hang"] = sorted({*new["hang"], "npu-smi"})
     elif kind == "clock-unsynced":
         new["clock_synced"] = False
+    elif kind == "clock-offset":
+        new["clock_offset_s"] = float(p["seconds"])
     elif kind == "accelerator-vfs":
         _set_vfs(new, p)
     new["fault_seq"] = new.get("fault_seq", 0) + 1

@@ -103,6 +103,7 @@ def initial_state(hardware: str, *, node_index: int, node_name: str) -> dict:
         "processes": [],
         "hang": [],
         "clock_synced": True,  # what `chronyc tracking` reports (the node's clock is the host's)
+        "clock_offset_s": 0.0,  # its System time offset beyond chronyd's usual microseconds (+ fast)
         "faults": [],
         "fault_seq": 0,
     }

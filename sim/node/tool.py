@@ -188,7 +188,8 @@ def run(tool: str, args: list[str], simdir: Path, fsroot: Path, *,
     if tool == "chronyc":
         # The report moves on only when chronyd polls: cached per poll period, as the wrapper looks it up.
         uptime = _uptime()
-        text, rc = chrony.run(view.state.get("clock_synced", True), args, uptime_s=uptime)
+        text, rc = chrony.run(view.state.get("clock_synced", True), args, uptime_s=uptime,
+                              offset_s=view.state.get("clock_offset_s", 0.0))
         path = None if uptime is None else cache_path(simdir, fsroot, tool,
                                                       [*args, f"@{chrony.poll_period(uptime)}"])
         if rc == 0 and path is not None:

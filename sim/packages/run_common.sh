@@ -96,7 +96,10 @@ copy_tree() {
 }
 
 # set_others_access DIR: --install-for-all gives other users what the group has (the real installers
-# copy the group digit into the others digit); otherwise others get nothing.
+# copy the group digit into the others digit); otherwise others get nothing. On --upgrade too: the real
+# upgrade takes the modes from its own flags, not from the install it replaces (CANN's opp_upgrade.sh,
+# CANN Open Software: _BUILTIN_PERM=550 _CUSTOM_PERM=750 _ONLYREAD_PERM=440, and 555/755/444 only when
+# is_for_all=y; its hccl/runtime upgrade scripts take in_install_for_all the same way).
 set_others_access() {
     if [ "$install_for_all" = y ]; then chmod -R o=g "$1"; else chmod -R o-rwx "$1"; fi
 }

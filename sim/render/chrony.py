@@ -26,18 +26,28 @@ def poll_period(uptime_s: float) -> int:
     return int(uptime_s) // UPDATE_INTERVAL_S
 
 
+def _system_time(offset_s: float) -> str:
+    """chronyc's System time value: the offset (+: the system clock is fast) as it prints it."""
+    return f"{abs(offset_s):.9f} seconds {'fast' if offset_s > 0 else 'slow'} of NTP time"
+
+
 def tracking(synced: bool, *, numeric: bool = False, now: float | None = None,
-             uptime_s: float | None = None) -> str:
+             uptime_s: float | None = None, offset_s: float = 0.0) -> str:
     """The `chronyc tracking` report; `now` (epoch seconds) and `uptime_s` place the reference time at the
-    last poll, which chronyd makes every UPDATE_INTERVAL_S seconds since boot."""
+    last poll, which chronyd makes every UPDATE_INTERVAL_S seconds since boot. `offset_s` (the clock-offset
+    fault): a clock chronyd is still slewing back, synchronised all the same, as chronyd reports it then
+    (its System time and Last offset say how far; Leap status stays Normal)."""
     if synced:
         now = time.time() if now is None else now
         since_poll = now % UPDATE_INTERVAL_S if uptime_s is None else int(uptime_s) % UPDATE_INTERVAL_S
         ip, name = NTP_SERVER
         ref = time.strftime("%a %b %d %H:%M:%S %Y", time.gmtime(now - since_poll))
         fields = [("Reference ID", f"{_ref_id(ip)} ({ip if numeric else name})"), ("Stratum", "3"),
-                  ("Ref time (UTC)", ref), ("System time", "0.000004213 seconds slow of NTP time"),
-                  ("Last offset", "-0.000002817 seconds"), ("RMS offset", "0.000011342 seconds"),
+                  ("Ref time (UTC)", ref),
+                  ("System time",
+                   _system_time(offset_s) if offset_s else "0.000004213 seconds slow of NTP time"),
+                  ("Last offset", f"{offset_s:+.9f} seconds" if offset_s else "-0.000002817 seconds"),
+                  ("RMS offset", "0.000011342 seconds"),
                   ("Frequency", "12.418 ppm slow"), ("Residual freq", "-0.001 ppm"), ("Skew", "0.042 ppm"),
                   ("Root delay", "0.000412338 seconds"), ("Root dispersion", "0.000186271 seconds"),
                   ("Update interval", f"{UPDATE_INTERVAL_S}.4 seconds"), ("Leap status", "Normal")]
@@ -52,7 +62,8 @@ def tracking(synced: bool, *, numeric: bool = False, now: float | None = None,
     return "".join(f"{label:<15} : {value}\n" for label, value in fields)
 
 
-def run(synced: bool, args: list[str], *, uptime_s: float | None = None) -> tuple[str, int]:
+def run(synced: bool, args: list[str], *, uptime_s: float | None = None,
+        offset_s: float = 0.0) -> tuple[str, int]:
     """(output, exit status) of `chronyc [-n] tracking`; other commands are refused as chronyc does."""
     numeric = False
     rest = list(args)
@@ -63,4 +74,4 @@ def run(synced: bool, args: list[str], *, uptime_s: float | None = None) -> tupl
         rest.pop(0)
     if rest != ["tracking"]:
         return USAGE, 1
-    return tracking(synced, numeric=numeric, uptime_s=uptime_s), 0
+    return tracking(synced, numeric=numeric, uptime_s=uptime_s, offset_s=offset_s), 0

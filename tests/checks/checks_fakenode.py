@@ -22,7 +22,7 @@ from ascend_ready.sim.hw.faults import inject_fault
 from ascend_ready.sim.hw.simdir import render_dmesg, write_sysfs
 from ascend_ready.sim.hw.state import NodeView, initial_state
 from ascend_ready.sim.node.tool import npu_smi_run
-from ascend_ready.sim.render import hccn, lspci
+from ascend_ready.sim.render import chrony, hccn, lspci
 from ascend_ready.sim.render.hccn import update_conf
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,6 +60,10 @@ HEALTHY_OS = {
         "tmpfs           792723456     0 792723456       0% /dev/shm\n"
     ),
     "clock": "NTPSynchronized=yes\n",
+    # what the simulated node's chronyc prints (sim/render/chrony.py), which the clock-offset probe reads
+    "clock-offset": chrony.tracking(True, now=0.0),
+    # what the reboot-marker probe prints on a node that owes no reboot (checks/resources/os.py)
+    "reboot-marker": "no marker /run/ascend-ready.reboot-required\n",
     # Ubuntu 22.04's own file, as the simulator's Ubuntu node carries it (sim/osfiles/ubuntu2204/SOURCE)
     "os-release": (REPO / "sim/osfiles/ubuntu2204/root/etc/os-release").read_text(),
     "set-env": "/usr/local/Ascend/cann/set_env.sh\n/usr/local/Ascend/ascend-toolkit/set_env.sh\n"
@@ -248,6 +252,16 @@ def topo_output(state: dict) -> str | None:
     return A2_TOPO.read_text().split("\n", 1)[1]
 
 
+def machine_identity_output(name: str) -> str:
+    """The machine-identity probe's output (checks/resources/identity.py) on machine `name`: its
+    /etc/machine-id (32 hex digits, machine-id(5)) and a boot id (a UUID, proc(5)), derived from the name."""
+    import hashlib
+    import uuid
+
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    return f"machine-id {digest[:32]}\nboot-id {uuid.UUID(digest[32:64])}\n"
+
+
 def fake_host(
     name: str = "node01",
     hardware: str = "atlas-800t-a2",
@@ -333,6 +347,7 @@ def fake_host(
         put(pid, text)
     put("torch-import", torch_import_output(len(logic)))
     put("training-env", training_env_output())
+    put("machine-identity", machine_identity_output(name))
     probes["toolkit-version"].stderr = "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info\n"
     for pid, value in (outputs or {}).items():
         if isinstance(value, ProbeResult):

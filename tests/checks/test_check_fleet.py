@@ -125,3 +125,31 @@ def test_os_release_cut_before_its_version_is_refused():
 
 def _version_of(toolkit: str) -> str:
     return next(line.split("=", 1)[1] for line in toolkit.splitlines() if line.startswith("version="))
+
+
+def test_one_machine_listed_under_two_names_counts_once_toward_the_majority():
+    """Issue 25: node01b is node01 (same machine-id and boot id); Ubuntu node01 and Kylin node02 are then a
+    1-1 tie (a warning), not a 2-1 majority that fails the healthy Kylin node."""
+    prof = load_profile("atlas-800t-a2")
+    kylin = (REPO / "sim/osfiles/kylinv10/root/etc/os-release").read_text()
+    node01, node02 = fake_host("node01", index=0), fake_host("node02", index=1)
+    node02.probes["os-release"] = node02.probes["os-release"].model_copy(update={"stdout": kylin})
+    node01b = node01.model_copy(update={"name": "node01b"}, deep=True)
+    hosts = {"node01": node01, "node02": node02, "node01b": node01b}
+    report = run_checks(Snapshot(hosts=hosts), dict.fromkeys(hosts, prof),
+                        select_checks("quick", ["fleet.*"]))
+    results = {(r.host, r.check_id): r for r in report.results}
+    assert results[("node02", "fleet.os")].status == "warn"
+    assert "no majority" in results[("node02", "fleet.os")].message
+    alias = results[("node01b", "fleet.os")]
+    assert alias.status == "warn" and alias.message.startswith(
+        "node01b is node01: the same machine (same /etc/machine-id and boot id) listed under two names")
+    # two machines of one cloned image (same machine-id, another boot) are two machines
+    clone = fake_host("node03", index=2)
+    clone.probes["machine-identity"] = clone.probes["machine-identity"].model_copy(update={"stdout": (
+        node01.probes["machine-identity"].stdout.split("\n")[0] + "\n"
+        + fake_host("node03").probes["machine-identity"].stdout.split("\n")[1] + "\n")})
+    hosts = {"node01": node01, "node02": node02, "node03": clone}
+    report = run_checks(Snapshot(hosts=hosts), dict.fromkeys(hosts, prof),
+                        select_checks("quick", ["fleet.os"]))
+    assert {r.host: r.status for r in report.results}["node02"] == "fail"

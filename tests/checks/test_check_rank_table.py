@@ -160,3 +160,16 @@ def test_a_field_no_node_reported_is_an_error_on_every_node():
     message = next(r.message for r in report.results if r.host == "node02")
     assert message.startswith("npu_count not read (") and "cannot be compared with the fleet on npu_count" \
         in message
+
+
+def test_one_machine_under_two_names_is_refused_saying_which_it_is():
+    """Issue 25: node03 is node01 listed again: said so, not "--exclude node03:0" for its device IPs."""
+    node01 = fake_host("node01", index=0)
+    snapshot, targets = _fleet()
+    snapshot.hosts["node03"] = node01.model_copy(update={"name": "node03"}, deep=True)
+    snapshot.hosts["node03"].profile = A2
+    with pytest.raises(ConfigError) as err:
+        _table(snapshot, targets)
+    assert err.value.message.startswith(
+        "node03 is node01: the same machine (same /etc/machine-id and boot id)")
+    assert "--exclude" not in err.value.hint and "list each machine once" in err.value.hint

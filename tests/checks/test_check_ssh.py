@@ -208,3 +208,51 @@ def test_paramiko_is_imported_without_invoke_until_a_match_exec_needs_it():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["_Deferred", "bob", "module"]
+
+
+# ---------------------------------------------------------------- keys the node refuses (issue 25)
+
+
+def _encrypted_key(tmp_path, name="id_locked"):
+    """A passphrase-protected OpenSSH key as ssh-keygen writes it."""
+    import subprocess
+
+    path = tmp_path / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "secret", "-f", str(path)], check=True)
+    return path
+
+
+def test_a_passphrase_protected_key_with_no_agent_names_the_key_and_the_agent(sshd, tmp_path, monkeypatch):
+    import shutil
+
+    if not shutil.which("ssh-keygen"):
+        pytest.skip("ssh-keygen is not installed")
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    (tmp_path / "known_hosts").write_text(sshd.known_hosts_line())
+    key = _encrypted_key(tmp_path)
+    snap = collect_host(target(sshd, key_file=str(key)), PROBES, options(tmp_path))
+    assert not snap.reachable
+    assert f"the key {key} is passphrase-protected and no ssh-agent holds it" in snap.error
+    assert f"ssh-add {key}" in snap.error and "TypeError" not in snap.error
+    # through the CLI: a message and exit 3, no traceback
+    inventory = tmp_path / "inv.ini"
+    inventory.write_text(f"[ascend]\nn1 ansible_host=127.0.0.1 ansible_port={sshd.port} "
+                         f"ansible_user={sshd.user} ansible_ssh_private_key_file={key}\n")
+    result = CliRunner().invoke(main, ["-i", str(inventory), "--known-hosts", str(tmp_path / "known_hosts"),
+                                       "--ssh-config", str(tmp_path / "ssh_config"), "--select", "os.glibc"])
+    assert result.exit_code == 3, result.output
+    assert "passphrase-protected" in result.output and "Traceback" not in result.output
+
+
+def test_a_key_the_node_refuses_names_the_user_host_keys_and_a_fix(sshd, tmp_path, monkeypatch):
+    import paramiko
+
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    (tmp_path / "known_hosts").write_text(sshd.known_hosts_line())
+    other = tmp_path / "id_other"
+    paramiko.ECDSAKey.generate().write_private_key_file(str(other))
+    snap = collect_host(target(sshd, key_file=str(other)), PROBES, options(tmp_path))
+    assert not snap.reachable
+    assert f"tester@127.0.0.1:{sshd.port}: authentication as tester failed" in snap.error
+    assert f"tried: {other}; no ssh-agent" in snap.error
+    assert "authorized_keys" in snap.error

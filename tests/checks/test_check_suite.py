@@ -524,6 +524,14 @@ def test_os_clock_sync():
     assert only("os.clock_sync", fake_host(outputs={"clock": none})).status == "fail"
 
 
+def test_os_reboot_pending(tmp_path):
+    # the marker's probe output as its own shell prints it (tests/checks/test_reboot_pending.py)
+    from test_reboot_pending import judge, probe_output
+
+    assert judge(probe_output(tmp_path, present=True)).status == "fail"
+    assert judge(probe_output(tmp_path, present=False)).status == "pass"
+
+
 # ---------------------------------------------------------------- versions
 
 
@@ -696,3 +704,42 @@ def test_hccl_allreduce():
     assert set(_collective("hccl.allreduce", even(captured())).values()) == {"pass"}
     slow = _collective("hccl.allreduce", scaled(even(captured()), 0.2, host="node01", group="pair:"))
     assert slow == {"node01": "fail", "node02": "pass", "node03": "pass"}
+
+
+# ---------------------------------------------------------------- the clock's offset (issue 25)
+
+#: chronyc tracking of a real node (zabbix-tooling/zabbix-agent-extensions#39), its System time line
+CHRONY_REAL = (
+    "Reference ID    : 1.2.3.4 (a.b.c)\nStratum         : 3\nRef time (UTC)  : Fri Feb  3 15:00:29 2012\n"
+    "System time     : 0.000001501 seconds slow of NTP time\nLast offset     : -0.000001632 seconds\n"
+    "RMS offset      : 0.000002360 seconds\nFrequency       : 331.898 ppm fast\n"
+)
+#: timedatectl timesync-status as systemd's timedatectl.c prints it (print_ntp_status_info: labels right-
+#: aligned to "Root distance", Offset a signed format_timespan)
+TIMESYNC = (
+    "       Server: 91.189.91.157 (ntp.ubuntu.com)\nPoll interval: 34min 8s (min: 32s; max 34min 8s)\n"
+    "         Leap: normal\n      Version: 4\n      Stratum: 2\n    Reference: 11FD1CFB\n"
+    "    Precision: 1us (-25)\nRoot distance: 25.482ms (max: 5s)\n       Offset: {offset}\n"
+    "        Delay: 22.837ms\n       Jitter: 1.386ms\n Packet count: 3186\n    Frequency: -19.227ppm\n"
+)
+
+
+def test_os_clock_sync_reads_the_offset():
+    from ascend_ready.sim.render import chrony
+
+    ok = only("os.clock_sync", fake_host(outputs={"clock-offset": CHRONY_REAL}))
+    assert ok.status == "pass" and "System time     : 0.000001501 seconds slow" in "\n".join(ok.evidence)
+    # the simulator's chronyc with the clock-offset fault: 612 s fast, still synchronised
+    fast = chrony.tracking(True, now=0.0, offset_s=612.0)
+    bad = only("os.clock_sync", fake_host(outputs={"clock-offset": fast, "clock": "NTPSynchronized=yes\n"}))
+    assert bad.status == "fail"
+    assert bad.message == ("the clock is 612.000 s fast of NTP time (chronyc), more than the profile's 1 s")
+    slow = only("os.clock_sync", fake_host(outputs={"clock-offset": TIMESYNC.format(offset="-10min 12.5s")}))
+    assert slow.status == "fail" and "612.500 s slow of NTP time (timedatectl)" in slow.message
+    near = only("os.clock_sync", fake_host(outputs={"clock-offset": TIMESYNC.format(offset="+1.466ms")}))
+    assert near.status == "pass"
+    none = "no offset source answered (chronyc tracking, timedatectl timesync-status)\n"
+    unread = only("os.clock_sync", fake_host(outputs={"clock-offset": none}))
+    assert unread.status == "warn" and "offset was not read" in unread.message
+    garbled = only("os.clock_sync", fake_host(outputs={"clock-offset": TIMESYNC.format(offset="soon")}))
+    assert garbled.status == "error"

@@ -254,4 +254,11 @@ def test_the_units_run_the_command_the_cli_has():
     given = {w for w in exec_line.split() if w.startswith("--")}
     known = {o for p in node_command.params for o in p.opts}
     assert given and given <= known, given - known
+    # a failed, timed-out or killed run replaces the textfile at once (issue 25): systemd's result read
+    # in sh ($$ is systemd's escape for one $), the same textfile as ExecStart's
+    post = next(line for line in service.splitlines() if line.startswith("ExecStopPost="))
+    assert '"$$SERVICE_RESULT" != success' in post and "--unjudged" in post
+    assert {w for w in post.split() if w.startswith("--")} <= known
+    prom = next(w for w in exec_line.split() if w.endswith(".prom"))
+    assert f"--prometheus {prom}" in post
     assert Path(REPO / ".venv/bin/ascend-check").exists()

@@ -324,3 +324,156 @@ def test_gres_line_names_the_healthy_npus_in_slurm_ranges(node_run):
     result = CliRunner().invoke(main, ["node", "--gres-line", "--select", "npu.*", "--node-name", "node01"])
     assert result.exit_code == 0, result.output
     assert result.stdout == "NodeName=node01 Name=npu File=/dev/davinci[0-4,6-7]\n"
+
+
+# ---------------------------------------------------------------- judged as the controller judges (issue 25)
+
+
+def _recorded_profile(tmp_path, monkeypatch, **named) -> Path:
+    """/etc/ascend-ready/profile.yml as python_env writes it (its filter), here in a temp dir."""
+    import importlib.util
+
+    plugin = Path(__file__).resolve().parents[2] / "playbooks/plugins/filter/ascend.py"
+    spec = importlib.util.spec_from_file_location("ascend_filters", plugin)
+    filters = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(filters)
+    path = tmp_path / "profile.yml"
+    path.write_text(filters.node_profile("", ["ascend_nodes"], **named))
+    from ascend_ready.checks import profile as profiles
+
+    monkeypatch.setattr(profiles, "NODE_PROFILE", str(path))
+    return path
+
+
+def test_node_judges_the_training_user_and_venv_provisioning_recorded(tmp_path, monkeypatch):
+    from ascend_ready.checks.preflight import profiles_for
+    from ascend_ready.fleet.transport import LOCAL, Target
+
+    venv_python = "/home/ascend/venvs/ascend-cann-8.2.RC1-torch-2.6.0/bin/python"
+    _recorded_profile(tmp_path, monkeypatch, training_user="ascend", python=venv_python)
+    seen = []
+
+    def fake(name, options, fleet):
+        seen.append(options)
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(node_mode, "run_node", fake)
+    CliRunner().invoke(main, ["node", "--node-name", "node01", "--no-report"])
+    (prof,) = profiles_for([Target(name="node01", address=LOCAL)], seen[0].profile).values()
+    assert (prof.training_user, prof.python) == ("ascend", venv_python)
+    # --profile and --training-user still win over the recorded file
+    CliRunner().invoke(main, ["node", "--profile", "atlas-800t-a2", "--training-user", "bob", "--no-report"])
+    (given,) = profiles_for(
+        [Target(name="n", address=LOCAL)], seen[1].profile, training_user=seen[1].training_user
+    ).values()
+    assert given.training_user == "bob" and seen[1].profile == "atlas-800t-a2"
+
+
+def test_node_without_a_recorded_profile_judges_by_the_default(tmp_path, monkeypatch):
+    from ascend_ready.checks import profile as profiles
+
+    monkeypatch.setattr(profiles, "NODE_PROFILE", str(tmp_path / "absent.yml"))
+    assert node_mode.recorded_profile() is None
+
+
+def test_another_user_than_root_keeps_its_report_under_its_home(monkeypatch, tmp_path):
+    monkeypatch.setattr(node_mode.os, "geteuid", lambda: 1000)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert node_mode.default_report() == str(tmp_path / "state/ascend-ready/node-check.json")
+    monkeypatch.setattr(node_mode.os, "geteuid", lambda: 0)
+    assert node_mode.default_report() == node_mode.DEFAULT_REPORT
+
+
+@pytest.mark.parametrize("deadline", ["2", "4", "6", "9.9"])
+def test_a_deadline_too_short_to_judge_is_refused_naming_the_minimum(node_run, deadline, monkeypatch):
+    slurm = FakeSlurm()
+    monkeypatch.setattr(slurm_health, "_run", slurm)
+    result = CliRunner().invoke(main, ["node", "--slurm-health", "--deadline", deadline, "--no-report"])
+    assert result.exit_code == 2, result.output
+    assert f"--deadline {deadline}: a run needs at least 10 s" in result.output
+    assert "hint: give --deadline 10 or more" in result.output
+    assert slurm.calls == []  # nothing judged, nothing drained
+
+
+def test_the_shortest_deadline_gives_the_batch_a_share_that_judges(node_run, tmp_path):
+    result = CliRunner().invoke(
+        main, ["node", "--deadline", "10", "--node-name", "node01", "--report", str(tmp_path / "r.json")]
+    )
+    assert result.exit_code == 0, result.output
+    statuses = {r.status for r in Report.model_validate_json((tmp_path / "r.json").read_text()).results}
+    assert "error" not in statuses and "pass" in statuses
+
+
+# ---------------------------------------------------------------- a run that could not judge (issue 25)
+
+
+def _prom_after_a_good_run(node_run, tmp_path) -> Path:
+    prom = tmp_path / "ascend_check.prom"
+    ok = CliRunner().invoke(main, ["node", "--node-name", "node01", "--prometheus", str(prom), "--no-report"])
+    assert ok.exit_code == 0 and 'status="pass"} 1' in prom.read_text()
+    return prom
+
+
+def test_a_failed_run_replaces_the_last_verdict_with_could_not_judge(node_run, tmp_path, monkeypatch):
+    prom = _prom_after_a_good_run(node_run, tmp_path)
+
+    def broken(name, options, fleet):
+        raise ConfigError("hardware profile 'x': no such file")
+
+    monkeypatch.setattr(node_mode, "run_node", broken)
+    bad = CliRunner().invoke(
+        main, ["node", "--node-name", "node01", "--prometheus", str(prom), "--no-report"]
+    )
+    assert bad.exit_code == 2
+    text = prom.read_text()
+    assert "ascend_check_status" not in text  # the all-pass of the run before is gone
+    assert 'ascend_check_host_reachable{host="node01"} 0' in text
+    assert (
+        'ascend_check_run_failed{host="node01",reason="run failed: hardware profile \'x\': no such file"} 1'
+        in text
+    )
+
+
+def test_a_killed_run_is_reported_by_the_units_exec_stop_post(node_run, tmp_path):
+    prom = _prom_after_a_good_run(node_run, tmp_path)
+    # what ExecStopPost runs after SIGKILL (roles/node_health/templates/ascend-check-node.service.j2)
+    res = CliRunner().invoke(
+        main,
+        [
+            "node",
+            "--node-name",
+            "node01",
+            "--prometheus",
+            str(prom),
+            "--unjudged",
+            "systemd: signal (killed KILL)",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert 'reason="systemd: signal (killed KILL)"} 1' in prom.read_text()
+    assert "ascend_check_status" not in prom.read_text()
+    needs = CliRunner().invoke(main, ["node", "--unjudged", "x"])
+    assert needs.exit_code == 2 and "--prometheus" in needs.output
+
+
+def test_a_run_past_its_deadline_leaves_could_not_judge(tmp_path):
+    prom = tmp_path / "ascend_check.prom"
+    prom.write_text(
+        'ascend_check_status{host="node01",check="npu.count",severity="critical",status="pass"} 1\n'
+    )
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import sys, time\nfrom ascend_ready.checks import node_mode\n"
+        "from ascend_ready.checks.cli import main\n"
+        "node_mode.MIN_DEADLINE_S = 0.5\nnode_mode._JUDGE_MARGIN_S = 0.1\n"
+        "node_mode.run_node = lambda *a: time.sleep(30)\n"
+        f"sys.argv = ['ascend-check', 'node', '--node-name', 'node01', '--deadline', '1', '--no-report', "
+        f"'--prometheus', {str(prom)!r}]\nmain()\n"
+    )
+    import sys
+
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1, proc.stderr
+    text = prom.read_text()
+    assert "ascend_check_status" not in text
+    assert 'reason="run passed its 1 s deadline"} 1' in text

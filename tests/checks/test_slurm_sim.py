@@ -1,7 +1,9 @@
-"""ascend-check under real Slurm daemons (Debian's slurmctld, slurmd, munge) on 3 simulated nodes, one
-cluster for the module: a node with a narrowed PCIe link is drained with the failing check as its reason
-and resumed once it is repaired; a node an administrator drained stays drained; a hung npu-smi drains
-naming the checks that could not be judged; node_exporter serves the textfile.
+"""ascend-check under real Slurm daemons (Debian's slurmctld, slurmd, munge) on 3 simulated nodes that
+site.yml provisioned with their training venv and recorded profile, one cluster for the module: the health
+check (ascend-check node from that venv, judging by that profile, every check the controller's
+`ascend-check -i` judges) leaves the healthy nodes idle; a node with a narrowed PCIe link is drained with the
+failing check as its reason and resumed once it is repaired; a node an administrator drained stays drained;
+a hung npu-smi drains naming the checks that could not be judged; node_exporter serves the textfile.
 
 Each test waits for the event (a reason in sinfo, a newer report on the node), never a fixed sleep.
 """
@@ -17,10 +19,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sim_support import node_run, own_cluster, shared_venv_cluster, wait_for
-from test_sim_checks import NO_TRAINING_VENV, NOT_HEALTHY_IN_SIM, provision, sim_profile
+from sim_support import NODE_PYTHON, node_run, own_cluster, provisioned_cluster, wait_for
 
-pytestmark = pytest.mark.sim
+# the module fixture provisions 3 nodes with site.yml, training venv included (minutes on a loaded
+# 2-core machine)
+pytestmark = [pytest.mark.sim, pytest.mark.timeout(2400)]
 
 RUN_DIR, SUBNET = own_cluster("slurm", 6)  # default /run/ascend-sim-pytest-slurm, 10.251.200.192/27
 #: seconds between health checks: short for the test (a run takes a few seconds on a loaded machine)
@@ -32,33 +35,39 @@ WITHIN = 2 * INTERVAL + 45
 REPORT = "/var/lib/ascend-ready/node-check.json"
 BIN = Path(sys.executable).parent
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
+#: the training venv python_env built on every node: ascend-check node and ascend-train run from it
+NODE_BIN = Path(NODE_PYTHON).parent
 
-#: the checks these nodes cannot pass (test_sim_checks.py: provision() installs no training venv)
-NOT_JUDGED = NOT_HEALTHY_IN_SIM | NO_TRAINING_VENV
+#: the checks the controller leaves out on these nodes: the validate play's skips (sim.harness.fleet's
+#: sim_cannot_pass, each with its reason in the inventory), and nothing else (reboots are on:
+#: sim_support.provisioned_cluster, so os.reboot_pending is judged too)
+NOT_JUDGED: set[str] = set()
+#: the inventory site.yml provisioned the nodes from (the module fixture's)
+INVENTORY: list = []
 
 
 @pytest.fixture(scope="module")
 def slurm(sim_host, tmp_path_factory):
-    """3 A2 nodes provisioned as the playbooks leave them, judged with the simulator's limits
-    (test_sim_checks.py), under Slurm with their NPUs as GRES; the slurm_health role (ansible-playbook over
-    SSH, as a site runs it) makes ascend-check their health check and prolog."""
+    """3 A2 nodes provisioned by site.yml with their training venv, judged by the profile it recorded on
+    each node (the simulator's limits: check_profile), under Slurm with their NPUs as GRES; the
+    slurm_health role (ansible-playbook over SSH, as a site runs it) makes ascend-check their health check
+    and prolog."""
     from ascend_ready.sim.harness import slurm as harness
 
-    with shared_venv_cluster(RUN_DIR, SUBNET, 3, "a2-ubuntu2204", needs="click") as c:
-        for node in c.nodes:
-            provision(c, tmp_path_factory.mktemp(node.name), node.name)
-        profile = sim_profile(tmp_path_factory.mktemp("profile"), "atlas-800t-a2").read_text()
-        harness.up(c, health_interval=None, profile=profile, gres=True)
-        _apply_slurm_health_role(c, tmp_path_factory.mktemp("play"))
+    with provisioned_cluster(RUN_DIR, SUBNET, 3, "a2-ubuntu2204", check_profile=True) as (c, inventory):
+        group_vars = yaml.safe_load((Path(inventory).parent / "group_vars/ascend_nodes.yml").read_text())
+        NOT_JUDGED.update(group_vars["validate_skip"])
+        INVENTORY.append(inventory)
+        harness.up(c, health_interval=None, gres=True, skip=tuple(sorted(NOT_JUDGED)),
+                   venv=str(NODE_BIN.parent))
+        _apply_slurm_health_role(c, tmp_path_factory.mktemp("play"), inventory)
         yield c
         harness.down(c)
 
 
-def _apply_slurm_health_role(cluster, tmp: Path) -> None:
+def _apply_slurm_health_role(cluster, tmp: Path, inventory) -> None:
     """playbooks/roles/slurm_health on every node. Its gres.conf part is left to the harness (the same
     `ascend-check node --gres-line`): restarting slurmd needs a service manager the nodes do not run."""
-    from ascend_ready.sim.harness.slurm import PROFILE_PATH
-
     playbook = tmp / "slurm-health.yml"
     play = {
         "name": "Make ascend-check Slurm's health check and prolog",
@@ -68,11 +77,10 @@ def _apply_slurm_health_role(cluster, tmp: Path) -> None:
     }
     playbook.write_text(yaml.safe_dump([play]))
     knobs = {
-        "slurm_health_venv": str(BIN.parent),
+        "slurm_health_venv": str(NODE_BIN.parent),
         "slurm_health_interval": INTERVAL,
         "slurm_health_probe_timeout": PROBE_TIMEOUT,
-        "slurm_health_profile": PROFILE_PATH,
-        "slurm_health_skip": sorted(NOT_JUDGED),
+        "slurm_health_skip": sorted(NOT_JUDGED),  # no slurm_health_profile: the one provisioning recorded
         "slurm_health_gres": False,
     }
     (tmp / "vars.yml").write_text(yaml.safe_dump(knobs))
@@ -86,7 +94,7 @@ def _apply_slurm_health_role(cluster, tmp: Path) -> None:
         [
             str(BIN / "ansible-playbook"),
             "-i",
-            str(cluster.inventory_path),
+            str(inventory),
             str(playbook),
             "-e",
             f"@{tmp / 'vars.yml'}",
@@ -131,6 +139,43 @@ def _next_run(cluster, node: str) -> None:
         f"the next health check on {node}",
         interval=1,
     )
+
+
+def _statuses(report_json: str) -> dict[str, str]:
+    return {r["check_id"]: r["status"] for r in json.loads(report_json)["results"]}
+
+
+def test_healthy_provisioned_nodes_stay_idle_judged_as_the_controller_judges_them(slurm):
+    """Issue 25: the health check judges every check the controller's ascend-check -i judges (the training
+    user and venv, versions.* included) and leaves healthy nodes idle; the training user runs it too."""
+    controller = subprocess.run(
+        [str(BIN / "ascend-check"), "-i", str(INVENTORY[0]), "--format", "json",
+         *[a for c in sorted(NOT_JUDGED) for a in ("--skip", c)]],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert controller.returncode == 0, controller.stdout[-3000:] + controller.stderr[-2000:]
+    judged = {r["check_id"] for r in json.loads(controller.stdout)["results"] if r["host"] == "node01"}
+    assert {"versions.installed", "versions.training_env", "versions.user_libs"} <= judged
+    for node in ("node01", "node02", "node03"):
+        _next_run(slurm, node)
+    assert {n: s for n, (s, _) in _nodes(slurm).items()} == {f"node0{i}": "idle" for i in (1, 2, 3)}
+    from ascend_ready.checks.node_mode import BUSY_STATE_CHECKS
+
+    on_node = _statuses(node_run(slurm, "node01", "cat", REPORT).stdout)
+    # the same checks as the controller's, less the busy-NPU ones the health check leaves to the prolog
+    assert set(on_node) == judged - set(BUSY_STATE_CHECKS)
+    failed = {c: s for c, s in on_node.items() if s not in ("pass", "skip")}
+    assert failed == {}
+    skipped = {c for c, s in on_node.items() if s == "skip"}
+    assert all(c.startswith("fleet.") for c in skipped), skipped  # no fingerprint file: the fleet checks
+    report = json.loads(node_run(slurm, "node01", "cat", REPORT).stdout)
+    installed = next(r for r in report["results"] if r["check_id"] == "versions.installed")
+    assert installed["status"] == "pass", installed
+    # the training user judges its own node by the same profile, as itself (no root needed)
+    own = node_run(slurm, "node01", "runuser", "-u", "ascend", "--", str(NODE_BIN / "ascend-check"), "node",
+                   "--format", "json", *[a for c in sorted(NOT_JUDGED) for a in ("--skip", c)], timeout=120)
+    assert own.returncode == 0, own.stdout[-3000:] + own.stderr[-2000:]
+    assert {c: s for c, s in _statuses(own.stdout).items() if s not in ("pass", "skip")} == {}
 
 
 def test_a_narrowed_pcie_link_drains_the_node_and_its_repair_resumes_it(slurm):
@@ -196,16 +241,14 @@ def test_a_hung_npu_smi_drains_the_node_naming_what_could_not_be_judged(slurm):
 
 def test_node_exporter_serves_the_health_checks_textfile(slurm):
     """The health check also writes node_exporter's textfile when asked; here the role's timer path."""
-    from ascend_ready.sim.harness.slurm import NODE_EXPORTER_PORT, PROFILE_PATH, TEXTFILE_DIR
+    from ascend_ready.sim.harness.slurm import NODE_EXPORTER_PORT, TEXTFILE_DIR
 
     skips = [a for c in sorted(NOT_JUDGED) for a in ("--skip", c)]
     run = node_run(
         slurm,
         "node01",
-        str(BIN / "ascend-check"),
+        str(NODE_BIN / "ascend-check"),
         "node",
-        "--profile",
-        PROFILE_PATH,
         *skips,
         "--prometheus",
         f"{TEXTFILE_DIR}/ascend_check.prom",
@@ -250,17 +293,15 @@ def _training_processes(cluster, node: str) -> list[str]:
 
 def _sbatch_script(cluster, name: str, *overrides: str) -> str:
     """The script `ascend-train --print-sbatch` writes on node01 (the login node here), as nodes see it."""
-    from ascend_ready.sim.harness.slurm import PROFILE_PATH
-
     wrapper = cluster.run_dir / "shared" / "ascend-check-sim"
     skips = " ".join(f"--skip {c}" for c in sorted(NOT_JUDGED))
-    wrapper.write_text(f'#!/bin/sh\nexec {BIN}/ascend-check "$@" --profile {PROFILE_PATH} {skips}\n')
+    wrapper.write_text(f'#!/bin/sh\nexec {NODE_BIN}/ascend-check "$@" {skips}\n')
     wrapper.chmod(0o755)
     script = f"/shared/{name}.sh"
     made = node_run(
         cluster,
         "node01",
-        str(BIN / "ascend-train"),
+        str(NODE_BIN / "ascend-train"),
         "grpo",
         "-c",
         "tiny",

@@ -330,6 +330,12 @@ def test_node_profile_is_what_the_controller_judges_the_node_by(tmp_path):
     assert in_groups == [7, 3]
     with pytest.raises(AnsibleFilterError, match="no hardware profile 'atlas-9000'"):
         recorded("atlas-9000")
+    # the training user and venv the controller resolves from the inventory go in too (issue 25): the
+    # node's own `ascend-check node` judges them, not root and python3
+    venv = "/home/ascend/venvs/ascend-cann-8.2.RC1-torch-2.6.0/bin/python"
+    named = load_profile(_written(tmp_path / "e", recorded("", [], training_user="ascend", python=venv)))
+    assert (named.training_user, named.python) == ("ascend", venv)
+    assert named.model_copy(update={"training_user": "root", "python": "python3"}) == load_profile(None)
 
 
 def _written(path: Path, text: str) -> str:

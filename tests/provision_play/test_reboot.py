@@ -8,6 +8,7 @@ Two Ubuntu nodes with reboots on (ascend_common_reboot true, the default of a re
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -112,3 +113,52 @@ def test_a_node_that_comes_back_unhealthy_stops_the_rolling_upgrade(fleet):
         assert "Version=24.1.rc2" not in fleet.read("node01", "/usr/local/Ascend/driver/version.info")
     finally:
         fleet.sim("fault", "node01", "--clear")
+
+
+def test_an_interrupted_play_leaves_the_reboot_owed_and_the_next_run_makes_it(fleet):
+    """Issue 25: Ctrl-C after the driver installer and before the play's end skips the handler; the marker
+    the role wrote before the installer stays, os.reboot_pending fails the node, and the re-run (which
+    finds the driver installed and changes nothing else) reboots it and clears the marker."""
+    import signal
+    import time
+
+    node = "node01"
+    fleet.sim("fault", node, "driver-version-drift", "--param", "version=24.1.rc2")
+    boot = fleet.sh(node, BOOT_ID).strip()
+    env = {**os.environ, "ANSIBLE_CONFIG": str(PLAYBOOKS / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+           "PYTHONUNBUFFERED": "1", "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    inventory = str(fleet.inventory / "hosts.ini")
+    play = subprocess.Popen([str(BIN / "ansible-playbook"), "-i", inventory, "site.yml",
+                             "--skip-tags", "os_prereqs", "--limit", node], cwd=PLAYBOOKS, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    try:
+        deadline = time.monotonic() + 600
+        for line in play.stdout:  # interrupted once the driver is in and CANN's tasks begin
+            seen.append(line)
+            if line.startswith("TASK [cann :"):
+                play.send_signal(signal.SIGINT)
+                break
+            assert time.monotonic() < deadline, "".join(seen)[-3000:]
+        rest, _ = play.communicate(timeout=120)
+    finally:
+        if play.poll() is None:
+            play.kill()
+    output = "".join(seen) + (rest or "")
+    assert "Run the driver installer" in output and "RUNNING HANDLER" not in output, output[-3000:]
+    assert fleet.sh(node, BOOT_ID).strip() == boot  # not rebooted
+    assert "installing NPU driver" in fleet.read(node, "/run/ascend-ready.reboot-required")
+    check = subprocess.run([str(BIN / "ascend-check"), "-i", inventory, "--limit", node,
+                            "--select", "os.reboot_pending", "--format", "json"],
+                           capture_output=True, text=True, timeout=300)
+    (result,) = json.loads(check.stdout)["results"]
+    assert check.returncode == 1 and result["status"] == "fail", check.stdout[-2000:]
+    assert "reboot-required is present" in result["message"]
+    again = fleet.play("--skip-tags", "os_prereqs", "--limit", node)
+    assert again.rc == 0, again.output[-4000:]
+    owed = next(body for head, body in _sections(again.output)
+                if "Ensure the reboot an interrupted run owed is made" in head)
+    assert f"changed: [{node}]" in owed
+    assert fleet.sh(node, BOOT_ID).strip() != boot
+    assert not (fleet.root(node) / "run/ascend-ready.reboot-required").exists()
+    assert fleet.play("--skip-tags", "os_prereqs", "--limit", node).changed(node) == 0

@@ -274,6 +274,15 @@ def test_clock_unsynced(node):
     assert_clears(node, before)
 
 
+def test_clock_offset_changes_only_chronyc_and_keeps_it_synchronised(node):
+    before, after = inject(node, "clock-offset", seconds=612)
+    assert changed(before, after) == {"chronyc tracking"}
+    tracking = after["chronyc tracking"]
+    assert "System time     : 612.000000000 seconds fast of NTP time\n" in tracking
+    assert tracking.endswith("Leap status     : Normal\n")  # chronyd slews it: still synchronised
+    assert_clears(node, before)
+
+
 def test_every_fault_kind_is_covered():
     tested = {name[5:].replace("_", "-") for name in globals() if name.startswith("test_")}
     missing = [kind for kind in hw.FAULTS if not any(t.startswith(kind) for t in tested)]

@@ -351,3 +351,31 @@ def test_installers_run_under_busybox_ash_and_applets(node, tmp_path):
     assert os.readlink(node.path("/usr/local/Ascend/cann")) == "cann-8.5.0"
     assert node.path("/usr/local/Ascend/driver/lib64/common/libc_sec.so").stat().st_mode & 0o777 == 0o644
     assert node.gen() == 2
+
+
+def test_an_upgrade_sets_the_modes_from_its_own_flags_and_chmod_o_g_repairs_it(node):
+    """Issue 25: the real upgrade takes its modes from the flags it is given (CANN's opp_upgrade.sh: 750/640
+    without is_for_all, 755/644 with it), not from the install it replaces: an --upgrade without
+    --install-for-all leaves the new tree closed to other users; the cann role passes the flag on upgrade
+    and repairs a tree an earlier upgrade left closed with the same `chmod -R -c o=g` it runs."""
+    install_driver_and_firmware(node, DRIVER_25, FIRMWARE_78)
+    tk = node.run("Ascend-cann-toolkit_8.5.0_linux-x86_64.run", "--install", "--install-for-all", "--quiet")
+    assert tk.returncode == 0, tk.stdout
+    set_env = "/usr/local/Ascend/cann/set_env.sh"
+    assert node.path(set_env).stat().st_mode & 0o777 == 0o644
+    up = node.run("Ascend-cann-toolkit_9.0.0_linux-x86_64.run", "--upgrade", "--quiet")
+    assert up.returncode == 0, up.stdout
+    assert node.path(set_env).stat().st_mode & 0o777 == 0o640
+    assert node.path("/usr/local/Ascend/cann-9.0.0").stat().st_mode & 0o777 == 0o750
+    # the role's repair (roles/cann/tasks/main.yml), on the trees it names (_cann_shared_trees)
+    trees = [str(node.path("/usr/local/Ascend/cann")) + "/"] * 2  # home and set_env.sh's dir: the entry point
+    fixed = subprocess.run(["chmod", "-R", "-c", "o=g", *trees], capture_output=True, text=True)
+    assert fixed.returncode == 0 and fixed.stdout  # it says what it changed: the task reports a change
+    assert node.path(set_env).stat().st_mode & 0o777 == 0o644
+    assert node.path("/usr/local/Ascend/cann-9.0.0").stat().st_mode & 0o777 == 0o755
+    again = subprocess.run(["chmod", "-R", "-c", "o=g", *trees], capture_output=True, text=True)
+    assert again.stdout == ""  # a second run changes nothing
+    # an upgrade given --install-for-all (what the role passes now) keeps the tree open
+    up = node.run("Ascend-cann-toolkit_9.0.0_linux-x86_64.run", "--upgrade", "--install-for-all", "--quiet")
+    assert up.returncode == 0, up.stdout
+    assert node.path(set_env).stat().st_mode & 0o777 == 0o644

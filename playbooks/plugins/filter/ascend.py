@@ -206,11 +206,13 @@ def training_requirements(enabled) -> list[str]:
     return [own.replace(PROJECT, f"{PROJECT}[{TRAINING_EXTRA}]", 1), *deps]
 
 
-def node_profile(spec: str | None, groups=()) -> str:
+def node_profile(spec: str | None, groups=(), training_user: str = "", python: str = "") -> str:
     """The hardware profile ascend-check judges a node by from the controller (`spec`: the inventory's
     ascend_check_profile, a bundled name or a file here; empty: ascend-check's default) with the overrides
     of the node's groups applied, as the YAML python_env leaves on the node: its own ascend-check (the
-    single-node preflight of ascend-train) then judges by the same thresholds."""
+    single-node preflight of ascend-train, `ascend-check node` under Slurm or a timer) then judges by the
+    same thresholds, and the same training user and interpreter (`training_user`, `python`: what the
+    controller's ascend-check -i resolves from the inventory, the venv python_env built) as the controller."""
     _need_package()
     import yaml
 
@@ -219,8 +221,13 @@ def node_profile(spec: str | None, groups=()) -> str:
 
     try:
         profile = load_profile(str(spec) if spec else None).for_groups([str(g) for g in groups])
+        named = {k: str(v) for k, v in (("training_user", training_user), ("python", python)) if v}
+        if named:
+            profile = type(profile).model_validate({**profile.model_dump(), **named})
     except ConfigError as exc:
         raise AnsibleFilterError(f"ascend_check_profile: {exc.message}") from None
+    except ValueError as exc:  # pydantic's ValidationError: a training user or interpreter it refuses
+        raise AnsibleFilterError(f"ascend_node_profile: {exc}") from None
     return yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False)
 
 
