@@ -68,14 +68,15 @@ class Sku(_Model):
     product: str
     cube_cores: int = Field(ge=1)
     peak_tflops_fp16: float = Field(gt=0, description="dense FP16 cube peak per chip (die)")
-    peak_tflops_bf16: float | None = Field(None, gt=0, description="dense BF16 cube peak per chip; null: none")
+    peak_tflops_bf16: float | None = Field(
+        None, gt=0, description="dense BF16 cube peak per chip (null: none)")
     peak_source: str
     hbm_gbps: float = Field(gt=0, description="device memory bandwidth per chip, nominal")
     hbm_source: str
     pcie: Pcie
     pcie_source: str
     host_link_expected_gbps: float | None = Field(
-        None, gt=0, description="host-device copy figure where it is not the PCIe link's (A3: the HCCS plane)")
+        None, gt=0, description="host-device copy figure where it is not the PCIe link's (A3: HCCS plane)")
     hccs: Hccs | None = None
     hccs_source: str
     nic_gbps: float | None = Field(None, gt=0, description="device NIC line rate, Gb/s")
@@ -149,7 +150,8 @@ def expected_for(sku_id: str, sku: Sku, metric: Metric, *, dtype: str = "bf16", 
         return Expected(sku_id, peak, f.value, round(f.value * peak, 1), sku.peak_source, f.source)
     if metric == "hbm":
         f = fr["hbm"]
-        return Expected(sku_id, sku.hbm_gbps, f.value, round(f.value * sku.hbm_gbps, 1), sku.hbm_source, f.source)
+        exp = sku.hbm_gbps
+        return Expected(sku_id, exp, f.value, round(f.value * exp, 1), sku.hbm_source, f.source)
     if metric in ("h2d", "d2h"):
         f = fr["host_link"]
         if sku.host_link_expected_gbps is not None:
@@ -209,10 +211,11 @@ class Verdict:
     def problem(self) -> str:
         e = self.expected
         if self.status == "fail":
-            return (f"{self.subject}: {self.measured:.4g} {self.unit}, below its floor {e.floor:g} {self.unit} "
-                    f"({e.how})" if e else f"{self.subject}: {self.measured:.4g} {self.unit}")
-        return (f"{self.subject}: {self.measured:.4g} {self.unit}, more than {100 * (1 - self.fleet_ratio):.0f} % "
-                f"below the fleet median {self.fleet_median:.4g} {self.unit}")
+            return (f"{self.subject}: {self.measured:.4g} {self.unit}, below its floor {e.floor:g} "
+                    f"{self.unit} ({e.how})" if e else f"{self.subject}: {self.measured:.4g} {self.unit}")
+        off = 100 * (1 - self.fleet_ratio)
+        return (f"{self.subject}: {self.measured:.4g} {self.unit}, more than {off:.0f} % below the fleet "
+                f"median {self.fleet_median:.4g} {self.unit}")
 
 
 def judge(values: dict[str, float], *, unit: str, expected: Expected | None, fleet: list[float],

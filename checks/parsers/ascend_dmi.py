@@ -92,12 +92,14 @@ def parse_dmi_flops(text: str) -> DmiFlops:
         words = line.split()
         if words and words[0] == "Device":
             names = [c for _, c in _cells(line)]
-            if len(names) != 5 or any(want and got != want for want, got in zip(_FLOPS_HEADER, names, strict=True)):
+            if len(names) != 5 or any(want and got != want
+                                      for want, got in zip(_FLOPS_HEADER, names, strict=True)):
                 raise fail(FLOPS_KIND, "not the FLOPS header (Device, Execute Times, Duration(ms), "
                            "TFLOPS@<type>, Power(W))", line)
             m = _UNIT_RE.match(names[3])
             if m is None:
-                raise fail(FLOPS_KIND, f"unknown result column {names[3]!r} (TFLOPS@FP16, TOPS@INT8 ...)", line)
+                raise fail(FLOPS_KIND, f"unknown result column {names[3]!r} (TFLOPS@FP16, TOPS@INT8 ...)",
+                           line)
             header = (m["unit"], m["dtype"].lower())
             continue
         if header is None:
@@ -116,8 +118,8 @@ def parse_dmi_flops(text: str) -> DmiFlops:
         ))
     if not rows:
         raise fail(FLOPS_KIND, "no FLOPS row", lines[-1],
-                   hint="ascend-dmi printed no result: run it by hand (ascend-dmi -f -d N -q) and read its log "
-                   "in /var/log/ascend-dmi/")
+                   hint="ascend-dmi printed no result: run it by hand (ascend-dmi -f -d N -q) and read "
+                   "its log in /var/log/ascend-dmi/")
     return DmiFlops(rows=rows)
 
 

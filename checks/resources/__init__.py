@@ -33,6 +33,7 @@ from ascend_ready.checks.resources.os import (
     UserLimits,
 )
 from ascend_ready.checks.resources.pcie import Dmesg, PcieLinks, PciFunctions
+from ascend_ready.checks.resources.perf import AscendDmi, NodeSku
 from ascend_ready.checks.resources.versions import (
     CannComponents,
     DriverVersion,
@@ -48,6 +49,7 @@ from ascend_ready.checks.resources.versions import (
 __all__ = [
     "ALL",
     "Accounts",
+    "AscendDmi",
     "CannComponents",
     "Clock",
     "CollectiveResult",
@@ -66,6 +68,7 @@ __all__ = [
     "NicNetHealth",
     "NicPing",
     "NicTls",
+    "NodeSku",
     "NpuHealth",
     "NpuSmi",
     "NpuTopology",
@@ -109,6 +112,8 @@ ALL: tuple[type[Resource], ...] = (
     NicPing,
     MeshResult,
     CollectiveResult,
+    AscendDmi,
+    NodeSku,
     Thp,
     Sysctl,
     UserLimits,

@@ -16,10 +16,10 @@ from pathlib import Path
 from ascend_ready.sim.fabric import Fabric, cluster_root_from_env
 from ascend_ready.sim.hw import numa
 from ascend_ready.sim.hw.state import NodeView, fsroot_from_env, simdir_from_env
-from ascend_ready.sim.render import chrony, hccn, lspci, npu_smi
+from ascend_ready.sim.render import ascend_dmi, chrony, hccn, lspci, npu_smi
 from ascend_ready.sim.render.npu_smi import ToolError
 
-TOOLS = ("npu-smi", "hccn_tool", "lspci", "dmesg", "chronyc", "lscpu")
+TOOLS = ("npu-smi", "hccn_tool", "lspci", "dmesg", "chronyc", "lscpu", "ascend-dmi")
 NPU_SMI_USAGE = npu_smi.TOPO_UNKNOWN
 
 
@@ -218,6 +218,8 @@ def _render(view: NodeView, tool: str, args: list[str], simdir: Path, fsroot: Pa
         return lspci.run(view, args), 0, True
     if tool == "lscpu":
         return lscpu_run(view, args), 0, True
+    if tool == "ascend-dmi":
+        return ascend_dmi.run(view.state, args), 0, True
     # Only a ping reads the other nodes (the state of every peer, fresh at each call: faults change it).
     fabric = Fabric.load(cluster or cluster_root_from_env()) if "-ping" in args else None
     result = hccn.run(view, args, fabric=fabric)
