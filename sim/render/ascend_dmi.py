@@ -43,7 +43,8 @@ HEALTHY: dict[str, Healthy] = {
         power_w=239.3, h2d_gbps=24.926, d2h_gbps=24.9, d2d_gbps=1539.6, d2d_size=1073741824,
         p2p_gbps=54.68,
         source="FLOPS: 0.96 x the 313 TFLOPS peak, row shape of a 910B example "
-        "(`0  360,000,000  1702  313.548 239.300003`, a public ascend-dmi client's parser comment); h2d 24.926 GB/s and P2P 54.68 GB/s: "
+        "(`0  360,000,000  1702  313.548 239.300003`, a public ascend-dmi client's parser comment); "
+        "h2d 24.926 GB/s and P2P 54.68 GB/s: "
         "FlagOpen/FlagPerf interconnect-h2d / interconnect-P2P_intraserver ascend READMEs (Atlas 800T A2); "
         "d2d: 1539.6 GB/s, an A3 die's D2D of the same HBM2e (FlagRT/FlagPerf test_evidence_runner.py)"),
     # Atlas 800T A3: two dies per NPU; ascend-dmi -f -d N reports both dies of N's NPU (`0/1`)

@@ -774,7 +774,8 @@ def test_perf_a_uniformly_slow_fleet_fails_on_the_floor_and_one_slow_device_warn
     # (on an A3: its measured FLOPS sit 14 % above the floor, room for a band between floor and fleet)
     a3 = load_profile("atlas-800t-a3")
     hosts = [fake_host("node01", "atlas-800t-a3", index=1),
-             fake_host("node02", "atlas-800t-a3", index=2, faults=[("npu-throttle", {"npu": 2, "factor": 0.87})])]
+             fake_host("node02", "atlas-800t-a3", index=2,
+                       faults=[("npu-throttle", {"npu": 2, "factor": 0.87})])]
     report = run_checks(Snapshot(hosts={h.name: h for h in hosts}), {h.name: a3 for h in hosts},
                         sel("full", select=["npu.flops"]))
     by_host = {r.host: r for r in report.results}
