@@ -510,3 +510,43 @@ def test_unreachable_node_is_reported_once_and_the_others_carry_on(node):
     assert [h.reachable for h in report.hosts] == [True, False]
     assert [(r.host, r.status) for r in report.results] == [(NODE, "pass")]
     assert ":1: " in report.hosts[1].error
+
+
+#: the full tier's performance checks (checks/suite/test_perf.py) and the fault that must fail each alone
+PERF_CHECKS = ("npu.flops", "npu.hbm_bandwidth", "npu.h2d_bandwidth", "npu.d2h_bandwidth",
+               "npu.p2p_bandwidth")
+PERF_FAULTS = [
+    ("npu-throttle", {"npu": "all", "factor": 0.6}, {"npu.flops"}, "device 0: 18"),  # 40 % slow: the floor
+    ("hbm-degraded", {"npu": 6, "factor": 0.5}, {"npu.hbm_bandwidth"}, "device 6: 7"),
+    ("pcie-width", {"npu": 2, "width": 8}, {"npu.h2d_bandwidth", "npu.d2h_bandwidth"}, "device 2: 12."),
+    ("hccs-link-down", {"device": 1, "other": 4}, {"npu.p2p_bandwidth"}, "device 1 -> 4: 22"),
+]
+
+
+def test_performance_checks_name_exactly_the_slow_part(node):
+    """A clean node passes every performance check with measured, expected, floor and source in its JSON
+    evidence; each performance fault fails exactly its check(s) on its absolute floor, the rest pass."""
+    from ascend_ready.sim import faults
+
+    cluster, profile_path = node
+    targets = sim_targets(cluster.inventory_path, NODE, profile_path)
+
+    def judge() -> dict:
+        options = PreflightOptions(tier="full", select=list(PERF_CHECKS), profile=str(profile_path))
+        return {r.check_id: r for r in preflight(targets, options).results}
+
+    clean = judge()
+    assert {c: r.status for c, r in clean.items()} == dict.fromkeys(PERF_CHECKS, "pass")
+    flops = "\n".join(clean["npu.flops"].evidence)
+    assert "device 0: measured 30" in flops and "expected 313 TFLOPS" in flops and "floor 266.1" in flops
+    assert "source:" in flops and clean["npu.flops"].model_dump_json().count("floor 266.1") == 8
+    for kind, params, failing, text in PERF_FAULTS:
+        faults.change(NODE, kind, params)
+        try:
+            got = judge()
+        finally:
+            faults.change(NODE, None, {})
+        statuses = {c: r.status for c, r in got.items()}
+        assert statuses == {c: "fail" if c in failing else "pass" for c in PERF_CHECKS}, (kind, statuses)
+        for c in failing:
+            assert text in got[c].message and "the absolute floor binds" in got[c].message, got[c].message
