@@ -206,7 +206,8 @@ class Verdict:
             parts.append("no expected figure for this SKU (judged against the fleet only)")
         if self.fleet_median is not None:
             parts.append(f"fleet median {self.fleet_median:.4g} {u}")
-        return ", ".join(parts) + f": {self.status}" + (f" ({self.binds} binds)" if self.binds else "")
+        verb = "bind" if self.binds.startswith("both") else "binds"
+        return ", ".join(parts) + f": {self.status}" + (f" ({self.binds} {verb})" if self.binds else "")
 
     def problem(self) -> str:
         e = self.expected

@@ -789,3 +789,17 @@ def test_perf_checks_say_ascend_dmi_is_missing():
         command="ascend-dmi --bw -t d2d -d 0 -q", rc=127, stderr="sh: ascend-dmi: not found\n")})
     r = _perf(host)["npu.hbm_bandwidth"]
     assert r.status == "error" and "ascend-dmi is not installed" in r.message
+
+
+def test_perf_verdicts_carry_measured_expected_floor_and_source_into_json_and_html():
+    from ascend_ready.checks.html_report import render_html
+
+    host = fake_host(faults=[("pcie-width", {"npu": 3, "width": 8})])
+    report = run_checks(Snapshot(hosts={host.name: host}), {host.name: load_profile("atlas-800t-a2")},
+                        select_checks("full", select=["npu.h2d_bandwidth"]))
+    text = report.model_dump_json()
+    html = render_html(report)
+    for shown in (text, html):
+        assert "device 3: measured 12.41 GB/s, expected 31.5 GB/s (39 % of it)" in shown
+        assert "floor 22 GB/s (0.7 x 31.5 expected for 910B3; source: Atlas 800T A2" in shown
+        assert "fail (both the absolute floor and the fleet median bind)" in shown
