@@ -11,6 +11,7 @@ work MFU does not count, so an RL run's MFU is low by design, and the slowest ph
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -152,3 +153,58 @@ def report_lines(run: Run, phase_metrics: dict[str, float] | None = None) -> lis
                  "slowest phase: not known (the trainer logged no generation/scoring/update timings)")
     return lines
 
+
+
+def chip_name(device_type: str) -> str | None:
+    """What the device calls itself (`Ascend910B3`; torch_npu's get_device_name), None on CPU or unknown."""
+    if device_type == "cpu":
+        return None
+    try:
+        import torch  # heavy optional dependency (train extra): only where a device runs
+
+        module = getattr(torch, device_type)
+        return str(module.get_device_name(0))
+    except Exception:
+        return None
+
+
+class Tracker:
+    """Per-step throughput metrics (perf/tokens_per_s_per_device, perf/mfu) and the end-of-run report."""
+
+    def __init__(self, algorithm: str, device_type: str, world_size: int, prompt_len: int, response_len: int):
+        self.algorithm, self.device_type, self.world_size = algorithm, device_type, max(1, world_size)
+        self.prompt_len, self.response_len = prompt_len, response_len
+        self.chip = chip_name(device_type)
+        found = sku_for_chip(self.chip) if self.chip else None
+        self.peak = (found[1].peak_tflops_bf16 or found[1].peak_tflops_fp16) if found else None
+        self.shape: ModelShape | None = None
+        self.rates: list[float] = []
+        self.phases: dict[str, float] = {}
+
+    def step(self, metrics: dict[str, float], model=None) -> dict[str, float]:
+        """Metrics to add to a step's record (the total tokens/s is in metrics['perf/tokens_per_s'])."""
+        if self.shape is None and model is not None:
+            with contextlib.suppress(AttributeError):  # no transformers config: tokens/s only
+                self.shape = ModelShape.of(getattr(model, "module", model))
+        for keys in PHASES.values():
+            for k in keys:
+                if isinstance(metrics.get(k), (int, float)):
+                    self.phases[k] = self.phases.get(k, 0.0) + float(metrics[k])
+        total = metrics.get("perf/tokens_per_s")
+        if not isinstance(total, (int, float)):
+            return {}
+        self.rates.append(float(total))
+        out = {"perf/tokens_per_s_per_device": total / self.world_size}
+        if self.shape is not None and self.peak is not None:
+            fpt = train_flops_per_token(self.shape, self.prompt_len + self.response_len)
+            out["perf/mfu"] = mfu(total / self.world_size, fpt, self.peak)
+        return out
+
+    def report(self) -> list[str]:
+        """The end-of-run lines (empty where no step logged a rate)."""
+        if not self.rates or self.shape is None:
+            return []
+        rate = sorted(self.rates)[len(self.rates) // 2]  # the median step: warm-up steps do not drag it
+        run = Run(self.algorithm, self.world_size, self.device_type, self.chip, self.shape, self.prompt_len,
+                  self.response_len, rate)
+        return report_lines(run, self.phases)

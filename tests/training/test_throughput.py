@@ -69,3 +69,22 @@ def test_no_row_for_another_shape_names_what_was_looked_for():
 def test_slowest_phase_sums_a_phases_timers():
     assert slowest_phase({"timing_s/ref": 4, "timing_s/old_log_prob": 4, "timing_s/gen": 7}) == ("scoring", 8)
     assert slowest_phase({"loss": 1.0}) is None
+
+
+def test_a_tiny_cpu_run_prints_tokens_per_device_mfu_and_that_the_table_has_no_row(tmp_path, passing_check):
+    pytest.importorskip("trl")
+    from click.testing import CliRunner
+
+    from ascend_ready.training.cli import main
+    from ascend_ready.training.metrics import read_metrics
+
+    out = tmp_path / "grpo"
+    result = CliRunner().invoke(main, ["grpo", "-c", "tiny", "-o", str(out), "--preflight-command",
+                                       str(passing_check), "max_steps=2", "eval_every=0", "save_every=2"])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    printed = result.stderr
+    assert "tokens/s per device (" in printed and "on 1 cpu device(s)); model FLOPs" in printed
+    assert "MFU: not computed (no peak for this device: a CPU run)" in printed
+    assert "no expected figure for a CPU run: the table holds NPU runs only" in printed
+    rows = [r for r in read_metrics(out / "metrics.jsonl") if "perf/tokens_per_s_per_device" in r]
+    assert rows and all(r["perf/tokens_per_s_per_device"] > 0 for r in rows)
