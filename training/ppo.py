@@ -57,6 +57,7 @@ from ascend_ready.training.models import (
     torch_dtype,
 )
 from ascend_ready.training.rewards import build_reward_funcs, total_reward
+from ascend_ready.training.sniff import sniff_model
 from ascend_ready.training.throughput import Tracker
 from ascend_ready.training.trl_glue import CHECKPOINT_DIR, FINAL_DIR
 
@@ -621,6 +622,8 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
             }
             metrics["loss/total"] = metrics["loss/policy"] + p.vf_coef * metrics["loss/value"]
             metrics.update(throughput.step(metrics, policy.actor))
+            if cfg.sniff_every and step % cfg.sniff_every == 0:
+                sniff_model(step, policy.actor, rt.rank)
             if step % cfg.logging_steps == 0 or step == cfg.max_steps:
                 logger.log(step, reduce_mean(metrics, rt))
             if step % cfg.save_every == 0 or step == cfg.max_steps:

@@ -16,6 +16,7 @@ from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import PromptSet, load_prompts
 from ascend_ready.training.metrics import PLOT_FILE, MetricsLogger, finite, plot_metrics
 from ascend_ready.training.models import load_tokenizer, model_dir
+from ascend_ready.training.sniff import sniff_model
 from ascend_ready.training.throughput import Tracker
 
 CHECKPOINT_DIR = "checkpoints"
@@ -132,6 +133,8 @@ class AscendCallback(require("transformers").TrainerCallback):
             self._eval(state, model)
 
     def on_step_end(self, args, state, control, model=None, **kw):
+        if self.cfg.sniff_every and state.global_step % self.cfg.sniff_every == 0 and model is not None:
+            sniff_model(state.global_step, model, args.process_index)
         every = self.cfg.eval_every
         if every and state.global_step % every == 0 and state.global_step < state.max_steps:
             self._eval(state, model)
