@@ -550,3 +550,30 @@ def test_performance_checks_name_exactly_the_slow_part(node):
         assert statuses == {c: "fail" if c in failing else "pass" for c in PERF_CHECKS}, (kind, statuses)
         for c in failing:
             assert text in got[c].message and "the absolute floor binds" in got[c].message, got[c].message
+
+
+def test_the_full_tier_on_two_nodes_with_the_performance_checks_takes_at_most_twice_as_long(node, tmp_path):
+    """Both timed in one run: the full tier on node01 and node02 without the performance checks (as before
+    them) and with them. The collective (npu.matmul, hccl.allreduce) is left out of both: it needs torch on
+    the nodes, and its own wall time is measured in tests/cluster/test_collective_sim.py."""
+    import os
+
+    cluster, profile_path = node
+    provision(cluster, tmp_path, node="node02")
+    targets = [t for name in (NODE, "node02")
+               for t in sim_targets(cluster.inventory_path, name, profile_path)]
+    common = sorted(NOT_HEALTHY_IN_SIM | NO_TRAINING_VENV | {"npu.matmul", "hccl.allreduce", "hccl.mesh"})
+
+    def timed(skip: list[str]) -> tuple[float, dict]:
+        started = time.monotonic()
+        report = preflight(targets, PreflightOptions(tier="full", skip=skip, profile=str(profile_path)))
+        return time.monotonic() - started, {(r.host, r.check_id): r.status for r in report.results}
+
+    before, _old = timed(common + list(PERF_CHECKS))
+    after, new = timed(common)
+    load = os.getloadavg()[0]
+    print(f"full tier on 2 nodes: {before:.1f} s without the performance checks, {after:.1f} s with them "
+          f"({after / before:.2f} x), load {load:.1f}")
+    assert {k: v for k, v in new.items() if k[1] in PERF_CHECKS} == {
+        (h, c): "pass" for h in (NODE, "node02") for c in PERF_CHECKS}
+    assert after <= 2 * before, (before, after, load)
