@@ -13,6 +13,7 @@ device NIC addresses). Where the simulator cannot reach the real target, the pro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shlex
 import time
@@ -559,7 +560,11 @@ def test_the_full_tier_on_two_nodes_with_the_performance_checks_takes_at_most_tw
     import os
 
     cluster, profile_path = node
-    provision(cluster, tmp_path, node="node02")
+    # node02 (Kylin V10): the stand-in provisioning stops at the CANN ops package (named otherwise for its
+    # Python), after the driver (which carries ascend-dmi): its other checks may fail, at the same probe
+    # cost, which is what is timed here
+    with contextlib.suppress(AssertionError):
+        provision(cluster, tmp_path, node="node02")
     targets = [t for name in (NODE, "node02")
                for t in sim_targets(cluster.inventory_path, name, profile_path)]
     common = sorted(NOT_HEALTHY_IN_SIM | NO_TRAINING_VENV | {"npu.matmul", "hccl.allreduce", "hccl.mesh"})
@@ -569,11 +574,17 @@ def test_the_full_tier_on_two_nodes_with_the_performance_checks_takes_at_most_tw
         report = preflight(targets, PreflightOptions(tier="full", skip=skip, profile=str(profile_path)))
         return time.monotonic() - started, {(r.host, r.check_id): r.status for r in report.results}
 
-    before, _old = timed(common + list(PERF_CHECKS))
-    after, new = timed(common)
+    timed(common)  # warm-up: the first batch after provisioning renders every tool's cache
+    olds, news = [], []
+    for _ in range(3):  # alternated, medians compared: the host's load moves under both alike
+        olds.append(timed(common + list(PERF_CHECKS))[0])
+        t, new = timed(common)
+        news.append(t)
+    before, after = sorted(olds)[1], sorted(news)[1]
     load = os.getloadavg()[0]
     print(f"full tier on 2 nodes: {before:.1f} s without the performance checks, {after:.1f} s with them "
-          f"({after / before:.2f} x), load {load:.1f}")
+          f"({after / before:.2f} x; runs {[round(x, 1) for x in olds]} / {[round(x, 1) for x in news]}), "
+          f"load {load:.1f}")
     assert {k: v for k, v in new.items() if k[1] in PERF_CHECKS} == {
         (h, c): "pass" for h in (NODE, "node02") for c in PERF_CHECKS}
     assert after <= 2 * before, (before, after, load)
