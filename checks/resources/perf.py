@@ -53,9 +53,9 @@ DMI_BW = {
 DMI_P2P = _dmi("ascend-dmi-p2p", "--bw -t p2p -q", foreach=None, timeout_s=600,
                what="device-to-device GB/s between every two devices of the node (HCCS)")
 
-_MISSING_HINT = ("install the MindCluster ToolBox (Ascend-mindx-toolbox_*.run --install; the provisioning "
-                 "installs it from the package directory) or run ascend-check --tier full on the hosts "
-                 "together, where the collective worker measures with torch")
+_MISSING_HINT = ("install the MindCluster ToolBox (Ascend-mindx-toolbox_*.run --install) on the node, then "
+                 "run ascend-check --tier full again; without it only npu.matmul and hccl.allreduce (torch, "
+                 "across the hosts) measure the node")
 
 
 class NodeSku(Resource):

@@ -803,3 +803,26 @@ def test_perf_verdicts_carry_measured_expected_floor_and_source_into_json_and_ht
         assert "device 3: measured 12.41 GB/s, expected 31.5 GB/s (39 % of it)" in shown
         assert "floor 22 GB/s (0.7 x 31.5 expected for 910B3; source: Atlas 800T A2" in shown
         assert "fail (both the absolute floor and the fleet median bind)" in shown
+
+
+def test_npu_matmul__a_uniformly_slow_npu_fleet_fails_on_the_skus_floor():
+    """No profile floor (the bundled A2 profile leaves it to sku_perf.yml): 0.85 x 313 TFLOPS on a 910B3."""
+    import dataclasses
+
+    from collective_support import captured, even, snapshots
+
+    rec = even(captured())
+    healthy = dataclasses.replace(rec, device="npu", measurements=[
+        dataclasses.replace(m, value=300.0) if m.kind == "matmul" else m for m in rec.measurements])
+    slow = dataclasses.replace(healthy, measurements=[  # 40 % slow, every device alike: no straggler
+        dataclasses.replace(m, value=180.0) if m.kind == "matmul" else m for m in healthy.measurements])
+    prof = load_profile("atlas-800t-a2")
+    assert prof.matmul_min_tflops is None
+    for record, want in ((healthy, "pass"), (slow, "fail")):
+        hosts = snapshots(record)
+        for name, snap in hosts.items():  # each host's npu-smi table names its chips (910B3)
+            snap.probes["npu-smi-info"] = fake_host(name).probes["npu-smi-info"]
+        report = run_checks(Snapshot(hosts=hosts), dict.fromkeys(hosts, prof),
+                            select_checks("full", ["npu.matmul"]))
+        assert {r.status for r in report.results} == {want}, [r.message for r in report.results]
+    assert "below the profile's 266.1" in report.results[0].message
