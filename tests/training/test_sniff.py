@@ -83,3 +83,15 @@ def test_a_cpu_throttled_rank_is_named_with_its_host(tmp_path):
     named = [line for line in lines if "matmul outlier" in line]
     assert len(named) == 1 and "rank 2 on node03 is a matmul outlier" in named[0], lines
     assert "slower" in named[0], lines
+
+
+def test_sniff_every_is_a_flag_and_an_override():
+    from click.testing import CliRunner
+
+    from ascend_ready.training.cli import main
+    from ascend_ready.training.config import load_config
+
+    assert load_config("tiny", ("sniff_every=3",)).sniff_every == 3
+    assert load_config("tiny", ()).sniff_every == 0
+    shown = CliRunner().invoke(main, ["grpo", "--help"]).output
+    assert "--sniff-every N" in shown and "sniff_every=N" in shown
