@@ -53,6 +53,7 @@ def _rank(rank: int, world: int, port: int, group: str | None, queue) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.slow  # ~80 s on 2 busy cores: three spawned torch processes, one at 2 % of a CPU
 @pytest.mark.skipif(os.geteuid() != 0, reason="a CPU quota (cgroup) needs root")
 def test_a_cpu_throttled_rank_is_named_with_its_host(tmp_path):
     torch = pytest.importorskip("torch")

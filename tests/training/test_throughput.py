@@ -71,6 +71,7 @@ def test_slowest_phase_sums_a_phases_timers():
     assert slowest_phase({"loss": 1.0}) is None
 
 
+@pytest.mark.slow  # ~60 s: a real tiny GRPO run on CPU
 def test_a_tiny_cpu_run_prints_tokens_per_device_mfu_and_that_the_table_has_no_row(tmp_path, passing_check):
     pytest.importorskip("trl")
     from click.testing import CliRunner
