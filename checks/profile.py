@@ -170,8 +170,12 @@ def _validate(data: Any, origin: str) -> HardwareProfile:
         ) from None
 
 
+#: data files in the profiles folder that are not hardware profiles (checks/perf_sku.py reads sku_perf.yml)
+NOT_PROFILES = frozenset({"sku_perf"})
+
+
 def bundled_profiles() -> list[str]:
-    return sorted(p.stem for p in BUNDLED_DIR.glob("*.yml"))
+    return sorted(p.stem for p in BUNDLED_DIR.glob("*.yml") if p.stem not in NOT_PROFILES)
 
 
 def load_profile(spec: str | None = None) -> HardwareProfile:
@@ -180,7 +184,7 @@ def load_profile(spec: str | None = None) -> HardwareProfile:
     path = Path(spec)
     if not path.is_file():
         path = BUNDLED_DIR / f"{spec}.yml"
-        if not path.is_file():
+        if not path.is_file() or spec in NOT_PROFILES:
             raise ConfigError(
                 f"no hardware profile {spec!r}",
                 hint="give a profile file, or one of: " + ", ".join(bundled_profiles()),

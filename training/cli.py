@@ -356,6 +356,9 @@ def _algo_command(algo: str, help_text: str):
     )
     @click.option("--no-numa-bind", is_flag=True, help="Do not bind each rank to its NPU's NUMA node.")
     @click.option("--profile-steps", metavar="A:B", help="Profiler trace of steps A..B on every rank.")
+    @click.option("--sniff-every", type=click.IntRange(min=1), metavar="N",
+                  help="Every N steps, time a matmul and an all-reduce on every rank and name a straggler "
+                  "(> 10 % and > 1 sigma off the mean) with its host; the same as sniff_every=N.")
     @click.option("--ssh-config", type=click.Path(dir_okay=False), help="ssh_config for reaching the nodes.")
     @click.option("--known-hosts", type=click.Path(dir_okay=False), help="known_hosts of the nodes.")
     @click.option("--connect-timeout", type=click.FloatRange(0.1, 600),
@@ -375,6 +378,9 @@ def _algo_command(algo: str, help_text: str):
                   help="--print-sbatch: the partition [Slurm's default].")
     @click.argument("overrides", nargs=-1)
     def command(**kw):
+        sniff = kw.pop("sniff_every", None)
+        if sniff is not None:  # an override, so it travels to every node's workers with the others
+            kw["overrides"] = (*kw["overrides"], f"sniff_every={sniff}")
         if kw.get("launcher") == "slurm" or kw.get("print_sbatch"):
             _launch_slurm(algo, **kw)
         for flag in ("launcher", "print_sbatch", "sbatch_time", "sbatch_gres", "sbatch_partition"):

@@ -319,6 +319,9 @@ class TrainConfig(_Section):
     """Write metrics every N steps."""
     eval_every: int = Field(0, ge=0)
     """Evaluate held-out accuracy every N steps (0: only at the start and end)."""
+    sniff_every: int = Field(0, ge=0)
+    """Every N steps, time a short matmul and all-reduce on every rank and name a straggler rank and its host
+    (training/sniff.py; 0: off; `--sniff-every N`)."""
     eval_max_examples: int = Field(64, ge=0)
     """Cap on held-out examples per evaluation."""
     save_every: int = Field(50, ge=1)

@@ -31,6 +31,7 @@ trained jointly with `vf_coef`; advantages are whitened per rank. Scale-out: DDP
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -56,6 +57,8 @@ from ascend_ready.training.models import (
     torch_dtype,
 )
 from ascend_ready.training.rewards import build_reward_funcs, total_reward
+from ascend_ready.training.sniff import sniff_model
+from ascend_ready.training.throughput import Tracker
 from ascend_ready.training.trl_glue import CHECKPOINT_DIR, FINAL_DIR
 
 torch = require("torch")
@@ -494,6 +497,8 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
         output_dir, enabled=rt.is_main, resume_step=step if resume else None, max_steps=cfg.max_steps
     )
     eval_rows = prompts.eval[: cfg.eval_max_examples]
+    throughput = Tracker("ppo", rt.device_type, rt.world_size, gen.max_prompt_length,
+                         gen.max_completion_length)
 
     def evaluate() -> None:
         if eval_rows:
@@ -616,6 +621,9 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
                 "perf/tokens_per_s": n_tokens * rt.world_size / elapsed,
             }
             metrics["loss/total"] = metrics["loss/policy"] + p.vf_coef * metrics["loss/value"]
+            metrics.update(throughput.step(metrics, policy.actor))
+            if cfg.sniff_every and step % cfg.sniff_every == 0:
+                sniff_model(step, policy.actor, rt.rank)
             if step % cfg.logging_steps == 0 or step == cfg.max_steps:
                 logger.log(step, reduce_mean(metrics, rt))
             if step % cfg.save_every == 0 or step == cfg.max_steps:
@@ -628,6 +636,9 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
         raise
     evaluate()
     logger.close()
+    if rt.is_main:
+        for line in throughput.report():
+            print(line, file=sys.stderr)
     summary = {"step": step, "final": str(output_dir / FINAL_DIR), "metrics": str(logger.path)}
     save_model(policy.actor, output_dir / FINAL_DIR, rt)
     if rt.is_main:

@@ -3,6 +3,7 @@ evaluation, checkpoint commit markers, the NaN stop, the OOM advice, and the end
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import PromptSet, load_prompts
 from ascend_ready.training.metrics import PLOT_FILE, MetricsLogger, finite, plot_metrics
 from ascend_ready.training.models import load_tokenizer, model_dir
+from ascend_ready.training.sniff import sniff_model
+from ascend_ready.training.throughput import Tracker
 
 CHECKPOINT_DIR = "checkpoints"
 FINAL_DIR = "final"
@@ -112,6 +115,7 @@ class AscendCallback(require("transformers").TrainerCallback):
         self.bad_value = None
         self._last_time = self._last_tokens = None
         self.last_metrics: dict[str, float] = {}
+        self.throughput = None  # throughput.Tracker, made at train begin (it needs the world size)
 
     def _eval(self, state, model) -> None:
         if self.evaluate is not None and model is not None:
@@ -119,12 +123,18 @@ class AscendCallback(require("transformers").TrainerCallback):
 
     def on_train_begin(self, args, state, control, model=None, **kw):
         self._last_time = time.perf_counter()
+        gen = self.cfg.generation
+        device = "cpu" if getattr(args, "use_cpu", False) else str(getattr(args.device, "type", "cpu"))
+        self.throughput = Tracker(self.algo, device, args.world_size, gen.max_prompt_length,
+                                  gen.max_completion_length)
         # A resumed run starts at its checkpoint's step, whose evaluation the metrics already hold (it ran
         # before that checkpoint was committed): evaluating again would write a second row for that step.
         if state.global_step == 0:
             self._eval(state, model)
 
     def on_step_end(self, args, state, control, model=None, **kw):
+        if self.cfg.sniff_every and state.global_step % self.cfg.sniff_every == 0 and model is not None:
+            sniff_model(state.global_step, model, args.process_index)
         every = self.cfg.eval_every
         if every and state.global_step % every == 0 and state.global_step < state.max_steps:
             self._eval(state, model)
@@ -143,6 +153,8 @@ class AscendCallback(require("transformers").TrainerCallback):
         if tokens is not None and self._last_tokens is not None:
             out["perf/tokens_per_s"] = (tokens - self._last_tokens) / max(now - self._last_time, 1e-9)
         self._last_tokens, self._last_time = tokens, now
+        if self.throughput is not None:
+            out.update(self.throughput.step(out, kw.get("model")))
         loss = out.get(self.loss_key)
         if loss is not None and not finite(loss):
             self.bad_step, self.bad_value = state.global_step, loss
@@ -159,6 +171,9 @@ class AscendCallback(require("transformers").TrainerCallback):
     def on_train_end(self, args, state, control, model=None, **kw):
         if self.bad_step is None:
             self._eval(state, model)
+        if self.throughput is not None and state.is_world_process_zero:
+            for line in self.throughput.report():
+                print(line, file=sys.stderr)
 
 
 @dataclass

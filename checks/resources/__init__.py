@@ -44,6 +44,7 @@ from ascend_ready.checks.resources.os import (
 )
 from ascend_ready.checks.resources.output_dir import OutputDir
 from ascend_ready.checks.resources.pcie import Dmesg, PcieLinks, PciFunctions
+from ascend_ready.checks.resources.perf import AscendDmi, NodeSku
 from ascend_ready.checks.resources.versions import (
     CannComponents,
     DriverVersion,
@@ -59,6 +60,7 @@ from ascend_ready.checks.resources.versions import (
 __all__ = [
     "ALL",
     "Accounts",
+    "AscendDmi",
     "CannComponents",
     "Clock",
     "ClockOffset",
@@ -83,6 +85,7 @@ __all__ = [
     "NicNetHealth",
     "NicPing",
     "NicTls",
+    "NodeSku",
     "NpuHealth",
     "NpuSmi",
     "NpuTopology",
@@ -130,6 +133,8 @@ ALL: tuple[type[Resource], ...] = (
     NicPing,
     MeshResult,
     CollectiveResult,
+    AscendDmi,
+    NodeSku,
     Thp,
     Sysctl,
     UserLimits,

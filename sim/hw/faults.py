@@ -98,16 +98,41 @@ FAULTS: dict[str, FaultSpec] = {
         "SR-IOV on for the host CPU's accelerator engines (Kunpeng ZIP/SEC/HPRE): their VFs appear",
         ("sysfs", "lspci"), {"count": 2, "engine": "all"},
         {"count": "VFs per engine (0 turns SR-IOV off)", "engine": "zip | sec | hpre | all"}),
+    # ---- performance faults (issue 29): what ascend-dmi measures (sim/render/ascend_dmi.py). A chip that
+    # clocks down under load keeps passing npu-smi's health: only a measurement shows it (the toolbox guide:
+    # above 90 C the chip throttles, toolboxug_0016); degraded HBM likewise (ascend-dmi --dg -i hbm);
+    # a downed HCCS link leaves the pair to copy through the host over PCIe.
+    "npu-throttle": FaultSpec(
+        "chips clock down under load (heat, power cap): their TFLOPS drop", ("ascend-dmi -f",),
+        {"npu": None, "chip": None, "factor": 0.6},
+        {"npu": "NPU id, or 'all' (default: first)", "chip": "chip id (default: every chip of the NPU)",
+         "factor": "fraction of the healthy TFLOPS the chip reaches"}),
+    "hbm-degraded": FaultSpec(
+        "a chip's device memory runs slow", ("ascend-dmi --bw -t d2d",),
+        {"npu": None, "chip": 0, "factor": 0.5},
+        {"factor": "fraction of the healthy HBM bandwidth"}),
+    "hccs-link-down": FaultSpec(
+        "the HCCS link between two devices is down: they copy through the host", ("ascend-dmi --bw -t p2p",),
+        {"device": 0, "other": 1},
+        {"device": "device (logic) id", "other": "the device at the link's other end"}),
 }
 _ENGINE_DEVICES = {"zip": "a250", "sec": "a255", "hpre": "a258"}
 
 
-_INT_PARAMS = {"npu", "chip", "temp_c", "pid", "memory_mb", "width", "device", "same_as", "enable", "count"}
+_INT_PARAMS = {"npu", "chip", "temp_c", "pid", "memory_mb", "width", "device", "same_as", "enable", "count",
+               "other"}
 
 
 def _coerce(kind: str, name: str, value):
     """Parameters also arrive as strings (`ascend-sim fault node01 hot-chip temp_c=99`)."""
     try:
+        if name == "npu" and value == "all":
+            return value
+        if name == "factor":
+            factor = float(value)
+            if not 0 < factor <= 1:
+                raise SimError(f"fault {kind}: factor={value!r} must be in (0, 1]")
+            return factor
         if name in _INT_PARAMS and value is not None:
             return int(value)
         if name in ("speed", "seconds"):
@@ -203,6 +228,15 @@ def inject_fault(state: dict, kind: str, **params) -> dict:
         new["clock_offset_s"] = float(p["seconds"])
     elif kind == "accelerator-vfs":
         _set_vfs(new, p)
+    elif kind in ("npu-throttle", "hbm-degraded"):
+        _set_perf(new, kind, p)
+    elif kind == "hccs-link-down":
+        for key in ("device", "other"):
+            if find_chip_by_logic(new, p[key]) is None:
+                raise SimError(f"hccs-link-down: no device {p[key]} on {new['node']['name']}")
+        if p["device"] == p["other"]:
+            raise SimError("hccs-link-down: a link joins two different devices")
+        new.setdefault("hccs_down", []).append(sorted((p["device"], p["other"])))
     new["fault_seq"] = new.get("fault_seq", 0) + 1
     new["faults"].append({"id": new["fault_seq"], "kind": kind, "params": p})
     return new
@@ -214,6 +248,21 @@ def _is_ipv4(value) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _set_perf(state: dict, kind: str, params: dict) -> None:
+    """npu-throttle / hbm-degraded: the measured fraction on the chips named (all NPUs with npu=all)."""
+    what = "flops" if kind == "npu-throttle" else "hbm"
+    if params["npu"] == "all":
+        chips = [c for n in state["npus"] for c in n["chips"]]
+    elif params.get("chip") is None:
+        npu = _chip(state, {**params, "chip": 0})[0]
+        params["npu"] = npu["id"]
+        chips = npu["chips"]
+    else:
+        chips = [_chip(state, params)[1]]
+    for chip in chips:
+        chip.setdefault("perf", {})[what] = params["factor"]
 
 
 def _set_vfs(state: dict, params: dict) -> None:

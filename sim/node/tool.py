@@ -15,11 +15,11 @@ from pathlib import Path
 
 from ascend_ready.sim.fabric import Fabric, cluster_root_from_env
 from ascend_ready.sim.hw import numa
-from ascend_ready.sim.hw.state import NodeView, fsroot_from_env, simdir_from_env
-from ascend_ready.sim.render import chrony, hccn, lspci, npu_smi
+from ascend_ready.sim.hw.state import NodeView, all_chips, fsroot_from_env, simdir_from_env
+from ascend_ready.sim.render import ascend_dmi, chrony, hccn, lspci, npu_smi
 from ascend_ready.sim.render.npu_smi import ToolError
 
-TOOLS = ("npu-smi", "hccn_tool", "lspci", "dmesg", "chronyc", "lscpu")
+TOOLS = ("npu-smi", "hccn_tool", "lspci", "dmesg", "chronyc", "lscpu", "ascend-dmi")
 NPU_SMI_USAGE = npu_smi.TOPO_UNKNOWN
 
 
@@ -124,6 +124,22 @@ def canonical_calls(view: NodeView) -> list[tuple[str, list[str]]]:
         for chip in npu["chips"]:
             if chip["nic"] is not None:
                 calls += [("hccn_tool", ["-i", str(chip["logic_id"]), f"-{get}", "-g"]) for get in _HCCN_GETS]
+    return calls + ascend_dmi_calls(view.state)
+
+
+def ascend_dmi_calls(state: dict) -> list[tuple[str, list[str]]]:
+    """The full tier's ascend-dmi calls (checks/resources/perf.py), in its spelling: prewarmed with the rest,
+    so its 4 x devices + 1 calls are a `cat` each."""
+    if state["product"]["chip_name"] not in ascend_dmi.HEALTHY:
+        return []
+    size, times = "536870912", "50"
+    calls = [("ascend-dmi", ["--bw", "-t", "p2p", "-q"])]
+    for _npu, chip in all_chips(state):
+        d = str(chip["logic_id"])
+        calls += [("ascend-dmi", ["-f", "-t", "fp16", "-d", d, "-q"]),
+                  ("ascend-dmi", ["--bw", "-t", "h2d", "-d", d, "-s", size, "--et", times, "-q"]),
+                  ("ascend-dmi", ["--bw", "-t", "d2h", "-d", d, "-s", size, "--et", times, "-q"]),
+                  ("ascend-dmi", ["--bw", "-t", "d2d", "-d", d, "-q"])]
     return calls
 
 
@@ -219,6 +235,8 @@ def _render(view: NodeView, tool: str, args: list[str], simdir: Path, fsroot: Pa
         return lspci.run(view, args), 0, True
     if tool == "lscpu":
         return lscpu_run(view, args), 0, True
+    if tool == "ascend-dmi":
+        return ascend_dmi.run(view.state, args), 0, True
     # Only a ping reads the other nodes (the state of every peer, fresh at each call: faults change it).
     fabric = Fabric.load(cluster or cluster_root_from_env()) if "-ping" in args else None
     result = hccn.run(view, args, fabric=fabric)

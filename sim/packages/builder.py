@@ -170,6 +170,12 @@ def driver_run(stack: Stack, arch: str, product: str) -> bytes:
                                             "simulator' >&2\nexit 1\n"),
     }, executable=("files/driver/tools/upgrade-tool",))
     files["tools/npu-smi"] = _node_tool("npu-smi")
+    # The MindCluster ToolBox's ascend-dmi, where the toolbox installs it (under the install path, with its
+    # set_env.sh putting it on PATH): a real node gets it from Ascend-mindx-toolbox_*.run, the simulator's
+    # driver package carries it so a provisioned node has it.
+    files["files/toolbox/latest/Ascend-DMI/bin/ascend-dmi"] = _node_tool("ascend-dmi")
+    files["files/toolbox/set_env.sh"] = (
+        b'export PATH="/usr/local/Ascend/toolbox/latest/Ascend-DMI/bin:$PATH"\n', False)
     files["files/driver/tools/hccn_tool"] = _node_tool("hccn_tool")
     return make_run("ASCEND DRIVER RUN PACKAGE", "run_driver.sh", files)
 

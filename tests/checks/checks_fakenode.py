@@ -262,6 +262,32 @@ def machine_identity_output(name: str) -> str:
     return f"machine-id {digest[:32]}\nboot-id {uuid.UUID(digest[32:64])}\n"
 
 
+#: the ascend-dmi calls of the full tier's performance probes (checks/resources/perf.py), per device
+DMI_CALLS = {
+    "ascend-dmi-flops": ["-f", "-t", "fp16", "-d", "{d}", "-q"],
+    "ascend-dmi-h2d": ["--bw", "-t", "h2d", "-d", "{d}", "-s", "536870912", "--et", "50", "-q"],
+    "ascend-dmi-d2h": ["--bw", "-t", "d2h", "-d", "{d}", "-s", "536870912", "--et", "50", "-q"],
+    "ascend-dmi-d2d": ["--bw", "-t", "d2d", "-d", "{d}", "-q"],
+}
+
+
+def _ascend_dmi(put, state: dict, logic: list[int]) -> None:
+    """What the simulator's ascend-dmi prints for the performance probes (sim/render/ascend_dmi.py)."""
+    from ascend_ready.sim.render import ascend_dmi
+    from ascend_ready.sim.render.npu_smi import ToolError
+
+    def call(pid: str, args: list[str]) -> None:
+        try:
+            put(pid, ascend_dmi.run(state, args))
+        except ToolError as err:
+            put(pid, err.text, rc=err.rc)
+
+    for d in logic:
+        for pid, args in DMI_CALLS.items():
+            call(f"{pid}.{d}", [a.replace("{d}", str(d)) for a in args])
+    call("ascend-dmi-p2p", ["--bw", "-t", "p2p", "-q"])
+
+
 def fake_host(
     name: str = "node01",
     hardware: str = "atlas-800t-a2",
@@ -318,6 +344,7 @@ def fake_host(
         )
         + "\n",
     )
+    _ascend_dmi(put, state, logic)
     put("lspci", lspci.run(view, ["-D", "-nn"]))
     put("lspci-vvv", lspci.run(view, ["-D", "-vvv", "-d", "19e5:"]))
     link, topo = _sysfs_outputs(state)

@@ -13,6 +13,7 @@ device NIC addresses). Where the simulator cannot reach the real target, the pro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shlex
 import time
@@ -510,3 +511,80 @@ def test_unreachable_node_is_reported_once_and_the_others_carry_on(node):
     assert [h.reachable for h in report.hosts] == [True, False]
     assert [(r.host, r.status) for r in report.results] == [(NODE, "pass")]
     assert ":1: " in report.hosts[1].error
+
+
+#: the full tier's performance checks (checks/suite/test_perf.py) and the fault that must fail each alone
+PERF_CHECKS = ("npu.flops", "npu.hbm_bandwidth", "npu.h2d_bandwidth", "npu.d2h_bandwidth",
+               "npu.p2p_bandwidth")
+PERF_FAULTS = [
+    ("npu-throttle", {"npu": "all", "factor": 0.6}, {"npu.flops"}, "device 0: 18"),  # 40 % slow: the floor
+    ("hbm-degraded", {"npu": 6, "factor": 0.5}, {"npu.hbm_bandwidth"}, "device 6: 7"),
+    ("pcie-width", {"npu": 2, "width": 8}, {"npu.h2d_bandwidth", "npu.d2h_bandwidth"}, "device 2: 12."),
+    ("hccs-link-down", {"device": 1, "other": 4}, {"npu.p2p_bandwidth"}, "device 1 -> 4: 22"),
+]
+
+
+def test_performance_checks_name_exactly_the_slow_part(node):
+    """A clean node passes every performance check with measured, expected, floor and source in its JSON
+    evidence; each performance fault fails exactly its check(s) on its absolute floor, the rest pass."""
+    from ascend_ready.sim import faults
+
+    cluster, profile_path = node
+    targets = sim_targets(cluster.inventory_path, NODE, profile_path)
+
+    def judge() -> dict:
+        options = PreflightOptions(tier="full", select=list(PERF_CHECKS), profile=str(profile_path))
+        return {r.check_id: r for r in preflight(targets, options).results}
+
+    clean = judge()
+    assert {c: r.status for c, r in clean.items()} == dict.fromkeys(PERF_CHECKS, "pass")
+    flops = "\n".join(clean["npu.flops"].evidence)
+    assert "device 0: measured 30" in flops and "expected 313 TFLOPS" in flops and "floor 266.1" in flops
+    assert "source:" in flops and clean["npu.flops"].model_dump_json().count("floor 266.1") == 8
+    for kind, params, failing, text in PERF_FAULTS:
+        faults.change(NODE, kind, params)
+        try:
+            got = judge()
+        finally:
+            faults.change(NODE, None, {})
+        statuses = {c: r.status for c, r in got.items()}
+        assert statuses == {c: "fail" if c in failing else "pass" for c in PERF_CHECKS}, (kind, statuses)
+        for c in failing:
+            assert text in got[c].message and "the absolute floor binds" in got[c].message, got[c].message
+
+
+def test_the_full_tier_on_two_nodes_with_the_performance_checks_takes_at_most_twice_as_long(node, tmp_path):
+    """Both timed in one run: the full tier on node01 and node02 without the performance checks (as before
+    them) and with them. The collective (npu.matmul, hccl.allreduce) is left out of both: it needs torch on
+    the nodes, and its own wall time is measured in tests/cluster/test_collective_sim.py."""
+    import os
+
+    cluster, profile_path = node
+    # node02 (Kylin V10): the stand-in provisioning stops at the CANN ops package (named otherwise for its
+    # Python), after the driver (which carries ascend-dmi): its other checks may fail, at the same probe
+    # cost, which is what is timed here
+    with contextlib.suppress(AssertionError):
+        provision(cluster, tmp_path, node="node02")
+    targets = [t for name in (NODE, "node02")
+               for t in sim_targets(cluster.inventory_path, name, profile_path)]
+    common = sorted(NOT_HEALTHY_IN_SIM | NO_TRAINING_VENV | {"npu.matmul", "hccl.allreduce", "hccl.mesh"})
+
+    def timed(skip: list[str]) -> tuple[float, dict]:
+        started = time.monotonic()
+        report = preflight(targets, PreflightOptions(tier="full", skip=skip, profile=str(profile_path)))
+        return time.monotonic() - started, {(r.host, r.check_id): r.status for r in report.results}
+
+    timed(common)  # warm-up: the first batch after provisioning renders every tool's cache
+    olds, news = [], []
+    for _ in range(3):  # alternated, medians compared: the host's load moves under both alike
+        olds.append(timed(common + list(PERF_CHECKS))[0])
+        t, new = timed(common)
+        news.append(t)
+    before, after = sorted(olds)[1], sorted(news)[1]
+    load = os.getloadavg()[0]
+    print(f"full tier on 2 nodes: {before:.1f} s without the performance checks, {after:.1f} s with them "
+          f"({after / before:.2f} x; runs {[round(x, 1) for x in olds]} / {[round(x, 1) for x in news]}), "
+          f"load {load:.1f}")
+    assert {k: v for k, v in new.items() if k[1] in PERF_CHECKS} == {
+        (h, c): "pass" for h in (NODE, "node02") for c in PERF_CHECKS}
+    assert after <= 2 * before, (before, after, load)

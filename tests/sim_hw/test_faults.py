@@ -283,6 +283,67 @@ def test_clock_offset_changes_only_chronyc_and_keeps_it_synchronised(node):
     assert_clears(node, before)
 
 
+# ---------------------------------------------------------------- performance faults (issue 29): ascend-dmi
+
+def _dmi(node, *args: str) -> str:
+    return node.out("ascend-dmi", *args, "-q")
+
+
+def _perf_inject(node, kind, **params):
+    """The fault changes no tool output but ascend-dmi's (npu-smi keeps reporting a healthy chip)."""
+    before, after = inject(node, kind, **params)
+    assert changed(before, after) == set()
+    return before
+
+
+def test_npu_throttle(node):
+    healthy = _dmi(node, "-f", "-d", "1")
+    before = _perf_inject(node, "npu-throttle", npu=1, factor="0.6")
+    slow = _dmi(node, "-f", "-d", "1")
+    value = lambda text: float(text.splitlines()[3].split()[3])  # noqa: E731 - the TFLOPS cell
+    assert value(slow) == pytest.approx(0.6 * value(healthy), rel=1e-3)
+    assert _dmi(node, "-f", "-d", "2") == _dmi(node, "-f", "-d", "2")  # the others keep their figure
+    assert value(_dmi(node, "-f", "-d", "2")) > 290
+    assert_clears(node, before)
+    assert _dmi(node, "-f", "-d", "1") == healthy
+    every = hw.inject_fault(node.state, "npu-throttle", npu="all", factor=0.5)
+    assert {c["perf"]["flops"] for n in every["npus"] for c in n["chips"]} == {0.5}
+    with pytest.raises(SimError, match="factor"):
+        hw.inject_fault(node.state, "npu-throttle", factor=1.5)
+
+
+def test_hbm_degraded(node):
+    healthy = _dmi(node, "--bw", "-t", "d2d", "-d", "2")
+    before = _perf_inject(node, "hbm-degraded", npu=2, factor=0.5)
+    bw = lambda text: float(text.splitlines()[2].split()[3])  # noqa: E731 - the Bandwidth(GB/s) cell
+    assert bw(_dmi(node, "--bw", "-t", "d2d", "-d", "2")) == pytest.approx(bw(healthy) / 2, rel=1e-3)
+    assert bw(_dmi(node, "--bw", "-t", "d2d", "-d", "3")) > 1500
+    assert_clears(node, before)
+
+
+def test_hccs_link_down(node):
+    before = _perf_inject(node, "hccs-link-down", device=0, other=5)
+    rows = {int(r.split()[0]): r.split()[1:] for r in _dmi(node, "--bw", "-t", "p2p").split("\n\n")[0]
+            .splitlines()[2:]}
+    assert float(rows[0][5]) == float(rows[5][0]) < 25 < 50 < float(rows[0][4])  # through the host's PCIe
+    assert_clears(node, before)
+    with pytest.raises(SimError, match="two different devices"):
+        hw.inject_fault(node.state, "hccs-link-down", device=3, other=3)
+
+
+def test_pcie_width_halves_the_host_device_copies(node):
+    args = ("--bw", "-t", "h2d", "-d", "1", "-s", "536870912", "--et", "50")
+    bw = lambda text: float(text.splitlines()[2].split()[3])  # noqa: E731
+    healthy = bw(_dmi(node, *args))
+    node.write(hw.inject_fault(node.state, "pcie-width", npu=1, width=8))
+    assert bw(_dmi(node, *args)) == pytest.approx(healthy / 2, rel=1e-3)
+    assert bw(_dmi(node, "--bw", "-t", "d2h", "-d", "1")) < 13
+    text, rc = node.run("ascend-dmi", "-f", "-d", "1")  # without -q it asks first; a probe never does
+    assert rc == 1 and text.endswith("Do you want to continue?(Y/N)\n")
+    text, rc = node.run("ascend-dmi", "-f", "-d", "9", "-q")
+    assert rc == 1 and "device ID does not exist" in text
+
+
 def test_every_fault_kind_is_covered():
     tested = {name[5:].replace("_", "-") for name in globals() if name.startswith("test_")}
     missing = [kind for kind in hw.FAULTS if not any(t.startswith(kind) for t in tested)]
