@@ -53,6 +53,7 @@ from ascend_ready.training.models import (
     model_dir,
     peft_config,
     set_generation_ids,
+    dtype_kwargs,
     torch_dtype,
 )
 from ascend_ready.training.rewards import build_reward_funcs, total_reward
@@ -258,7 +259,7 @@ def build_models(cfg: TrainConfig, rt: Runtime, path: Path, tokenizer):
     actor = load_causal_lm(path, rt, tokenizer, cfg.model.gradient_checkpointing)
     backbone = None
     if cfg.ppo.critic == "separate":
-        backbone = transformers.AutoModel.from_pretrained(str(path), dtype=torch_dtype(rt))
+        backbone = transformers.AutoModel.from_pretrained(str(path), **dtype_kwargs(torch_dtype(rt)))
         if cfg.model.gradient_checkpointing:
             backbone.gradient_checkpointing_enable()
     if lora is not None:
