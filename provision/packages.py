@@ -18,8 +18,8 @@ from pydantic import Field
 
 from ascend_ready import __version__
 from ascend_ready.errors import ConfigError, MatrixError
-from ascend_ready.provision.matrix import DEFAULT_ARCH, Matrix, MatrixModel, load_matrix
 from ascend_ready.provision import training_sets
+from ascend_ready.provision.matrix import DEFAULT_ARCH, Matrix, MatrixModel, load_matrix
 from ascend_ready.provision.resolver import ResolvedStack, resolve
 from ascend_ready.provision.versions import version_key
 
@@ -378,14 +378,15 @@ def package_plan(stack_id: str, *, os: str | None = None, arch: str | None = Non
                      f"{r.python}: install one on the nodes and set python_env_python to it")
     why_not = no_training_set(r.torch)
     if why_not:
-        notes.append(f"no training set exists for torch {r.torch}: {why_not}; the wheelhouse holds no trainers "
+        notes.append(f"no training set exists for torch {r.torch}: {why_not}; the wheelhouse holds no "
+                     "trainers "
                      "for this stack (set python_env_training: false, or pick a stack with a training set)")
     else:
         found = training_sets.set_for(r.torch)
         if found is not None:
             notes.append(f"training set of torch {r.torch}: " + ", ".join(found.requirements(optional=True))
-                         + f" (provision/training_sets.yml; deepspeed only for ZeRO: pip download it too "
-                           f"where distributed.zero_stage > 0)")
+                         + " (provision/training_sets.yml; deepspeed only for ZeRO: pip download it too "
+                           "where distributed.zero_stage > 0)")
     glibc = os_entry.glibc if os_entry else None
     platforms = wheel_platforms(r.arch, glibc)
     wheels = wheel_requirements(r)

@@ -64,7 +64,8 @@ def load_training_sets(path: str | None = None) -> TrainingSets:
         data = yaml.safe_load(p.read_text())
         return TrainingSets.model_validate(data)
     except (OSError, yaml.YAMLError) as exc:
-        raise MatrixError(f"{p}: cannot read the training sets: {exc}", hint="restore it from the checkout")
+        raise MatrixError(f"{p}: cannot read the training sets: {exc}",
+                          hint="restore it from the checkout") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])

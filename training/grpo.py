@@ -26,7 +26,13 @@ from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import load_prompts
 from ascend_ready.training.evaluate import accuracy
 from ascend_ready.training.metrics import MetricsLogger
-from ascend_ready.training.models import dtype_kwargs, load_tokenizer, model_dir, peft_config, set_generation_ids
+from ascend_ready.training.models import (
+    dtype_kwargs,
+    load_tokenizer,
+    model_dir,
+    peft_config,
+    set_generation_ids,
+)
 from ascend_ready.training.rewards import build_reward_funcs
 from ascend_ready.training.trl_glue import (
     AscendCallback,

@@ -48,12 +48,12 @@ from ascend_ready.training.data import load_prompts
 from ascend_ready.training.evaluate import accuracy, generate
 from ascend_ready.training.metrics import PLOT_FILE, MetricsLogger, plot_metrics
 from ascend_ready.training.models import (
+    dtype_kwargs,
     load_causal_lm,
     load_tokenizer,
     model_dir,
     peft_config,
     set_generation_ids,
-    dtype_kwargs,
     torch_dtype,
 )
 from ascend_ready.training.rewards import build_reward_funcs, total_reward

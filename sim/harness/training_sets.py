@@ -75,7 +75,7 @@ def _reason(stderr: str) -> str:
     text = " ".join(line.strip() for line in stderr.splitlines() if line.strip())
     text = re.sub(r"^.*?(?=Because|╰▶)", "", text).replace("╰▶", "").strip()
     text = re.sub(r"\s+", " ", text)
-    if "network" in text.lower() or "offline" in text.lower() and "Because" not in text:
+    if "network" in text.lower() or ("offline" in text.lower() and "Because" not in text):
         raise SimError(f"uv could not resolve offline: {text[:300]}",
                        hint="fill the cache once: python -m ascend_ready.sim.harness.training_sets --online")
     return text
@@ -116,7 +116,8 @@ def resolve_all(online: bool, exclude_newer: str) -> list[dict]:
                                 f"a newer {name} resolves too, with other packages older: {newer}")
             row["limits"] = limits
         rows.append(row)
-        print(f"torch {torch} (Python {python}, {plat}): {row.get('packages') or row['none']}", file=sys.stderr)
+        print(f"torch {torch} (Python {python}, {plat}): {row.get('packages') or row['none']}",
+              file=sys.stderr)
     return rows
 
 

@@ -131,7 +131,7 @@ def test_training_requirements_pin_the_training_set_of_the_torch_line():
         for name, version in (row.packages or {}).items():
             assert name not in ranges or ranges[name].contains(version), (row.torch, name, version)
     # a torch line with no set is refused, with the resolver's reason, by the filter too
-    with pytest.raises(MatrixError, match="torch 1.11.0: no training set exists: Because all versions of peft"):
+    with pytest.raises(MatrixError, match=r"torch 1\.11\.0: no training set exists: Because all versions"):
         pk.training_requirements(torch="1.11.0")
     from ansible.errors import AnsibleFilterError
 
