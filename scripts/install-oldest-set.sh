@@ -20,6 +20,8 @@ PY
 )
 echo "oldest training set: $reqs"
 uv=(.venv/bin/uv pip install -q --python "$venv/bin/python" --index-strategy unsafe-best-match)
+# pip's find-links (where this machine's CPU torch lies, as install-venv.sh hands it to uv)
+for dir in $(.venv/bin/pip config get global.find-links 2>/dev/null || true); do uv+=(--find-links "$dir"); done
 # shellcheck disable=SC2086
 "${uv[@]}" "torch==$torch" $reqs hypothesis pytest-timeout packaging
 "${uv[@]}" --no-deps -e .

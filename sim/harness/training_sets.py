@@ -121,6 +121,13 @@ def resolve_all(online: bool, exclude_newer: str) -> list[dict]:
     return rows
 
 
+class _Indented(yaml.SafeDumper):
+    """Lists indented under their key, as yamllint (playbooks/.yamllint) wants them."""
+
+    def increase_indent(self, flow=False, indentless=False):
+        return super().increase_indent(flow, False)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--online", action="store_true", help="ask the index (fills the cache)")
@@ -130,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     date = args.exclude_newer or ts.load_training_sets().exclude_newer
     rows = resolve_all(args.online, date)
     head = ts.DATA_FILE.read_text().split("\nsets:", 1)[0] if ts.DATA_FILE.is_file() else ""
-    body = yaml.safe_dump({"sets": rows}, sort_keys=False, width=10_000, allow_unicode=True)
+    body = yaml.dump({"sets": rows}, Dumper=_Indented, sort_keys=False, width=10_000, allow_unicode=True)
     args.out.write_text(head.rstrip("\n") + "\n" + body if head else body)
     return 0
 
