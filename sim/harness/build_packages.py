@@ -146,13 +146,17 @@ def training_wheels(wheelhouse: Path, stacks: list[Stack]) -> None:
             _place(wheel, wheelhouse)
     if real_torch is None:
         raise SimError(f"pip download did not fetch torch {torch}", hint="check pip's find-links")
-    for version in sorted({s.torch for s in stacks}):
+    arch = os.uname().machine
+    for version, floor in sorted({(s.torch, s.glibc) for s in stacks}):
         label = f"{version}+cpu" if "+cpu" in torch else version
-        cached = _wheel_cache() / "relabelled" / real_torch.name.replace(f"-{torch}-", f"-{label}-", 1)
+        # the glibc floor of the stack's real torch wheels (manylinux2014 to 2.5, manylinux_2_28 from 2.6)
+        plat = wheels.platform_tag(floor, arch).removesuffix(f".linux_{arch}")
+        parts = real_torch.name[:-4].split("-")
+        cached = _wheel_cache() / "relabelled" / ("-".join([parts[0], label, *parts[2:-1], plat]) + ".whl")
         if not cached.is_file():
             cached.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=cached.parent) as tmp:
-                os.replace(wheels.relabel_wheel(real_torch, Path(tmp), label), cached)
+                os.replace(wheels.relabel_wheel(real_torch, Path(tmp), label, plat), cached)
         _place(cached, wheelhouse)
 
 
