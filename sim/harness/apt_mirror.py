@@ -48,9 +48,15 @@ def download(packages=PACKAGES) -> list[Path]:
     return sorted(CACHE.glob("*.deb"))
 
 
+def headers_package(kernel: str) -> str:
+    """The stand-in's Debian package name: linux-headers-<kernel>, with `_` (x86_64 in an RPM kernel's
+    release) as `-`, since a Debian package name has none."""
+    return f"linux-headers-{kernel.lower().replace('_', '-')}"
+
+
 def kernel_headers_standin(kernel: str, out: Path) -> Path:
     """linux-headers-<kernel>: a stand-in that makes the DKMS prerequisite resolvable, nothing more."""
-    name = f"linux-headers-{kernel}"
+    name = headers_package(kernel)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "DEBIAN").mkdir()
