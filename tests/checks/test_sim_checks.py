@@ -202,6 +202,21 @@ def test_the_centos_node_reports_glibc_217_python_36_and_fails_a_manylinux_2_28_
     assert bad.message == "glibc is 2.17: torch 2.6.0 needs glibc 2.28 (manylinux_2_28_x86_64)"
 
 
+def test_fleet_os_tells_the_kylin_node_from_the_centos_node_by_glibc_and_kernel(sim_cluster, tmp_path):
+    """The two OSes of the mission side by side (make demo's fleet): fleet.os reads each node's own values."""
+    profile_path = sim_profile(tmp_path, "atlas-800t-a2")
+    targets = [dataclasses.replace(t, vars={**t.vars, PROFILE_VAR: str(profile_path)})
+               for t in limit_targets(load_inventory(sim_cluster.inventory_path), "node02,node03")]
+    options = PreflightOptions(select=["fleet.os"], profile=str(profile_path),
+                               fanout=FanoutOptions(probe_timeout_s=20, host_deadline_s=60))
+    results = {r.host: r for r in preflight(targets, options).results}
+    assert sorted(results) == ["node02", "node03"]
+    said = " ".join(results["node03"].evidence) + " " + results["node03"].message
+    for value in ("glibc=2.17", "kernel=3.10.0-957.el7.x86_64", "glibc=2.28",
+                  "kernel=4.19.90-24.4.v2101.ky10.x86_64"):
+        assert value in said, (value, results["node03"])
+
+
 def test_healthy_a3_node_passes_every_check(sim_cluster, tmp_path):
     # node04: Atlas A3 (8 NPUs x 2 chips, npu-smi "Ascend910"), openEuler, Python 3.9; its driver is a
     # 26.x one, so npu-smi prints the 116-column table.
