@@ -117,8 +117,8 @@ def _manylinux_platforms(glibc: str, arch: str) -> list[str]:
 def _older_glibc_builds(cached: Path) -> None:
     """Beside each downloaded wheel pip picked for this machine's newer glibc (cryptography's manylinux_2_34,
     tensorboard-data-server's 2_31, ...), the same release's build for each older node glibc where the
-    project publishes one, once per cache: what pip on such a node would fetch from the index. Releases
-    with no such build (numpy 2.3+ has none for glibc 2.17) stay without: the node's pip names them."""
+    project publishes one, else its newest release that has one (numpy 2.3+ has no glibc 2.17 build: 2.2),
+    once per cache: what pip on such a node finds on the index, and backtracks to."""
     done = cached / ".older-glibc"
     if done.is_file():
         return
@@ -136,13 +136,16 @@ def _older_glibc_builds(cached: Path) -> None:
             if version_key(floor) <= version_key(target) or fits:
                 continue
             plats = [a for p in _manylinux_platforms(target, arch) for a in ("--platform", p)]
-            proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                                   "--only-binary=:all:", "--python-version", py, "--implementation", "cp",
-                                   *plats, "--dest", str(cached), f"{dist}=={version}"],
-                                  capture_output=True, text=True)
-            if proc.returncode == 0:
-                have = [w.name for w in cached.glob("*.whl")]
-                got.append(f"{dist}=={version} for glibc {target}")
+            for spec in (f"{dist}=={version}", dist):
+                proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                                       "--only-binary=:all:", "--python-version", py,
+                                       "--implementation", "cp", *plats, "--dest", str(cached), spec],
+                                      capture_output=True, text=True)
+                if proc.returncode == 0:
+                    new = sorted({w.name for w in cached.glob("*.whl")} - set(have))
+                    have = [w.name for w in cached.glob("*.whl")]
+                    got.append(f"{spec} for glibc {target}: {' '.join(new) or 'already there'}")
+                    break
     done.write_text("".join(f"{line}\n" for line in got))
 
 
