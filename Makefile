@@ -12,7 +12,9 @@ TORCH_VERSION ?= 2.13.0
 VERL_VERSION ?= 0.9.1
 PYTEST_ARGS ?=
 
-.PHONY: help setup system-deps venv lint test test-fast demo bench clean
+OLDEST_SET := .venv-oldest-set
+
+.PHONY: help setup system-deps venv lint test test-fast test-oldest-set demo bench clean
 
 help:
 	@echo "make demo   - set up and run the end-to-end demo on a simulated Ascend cluster (root)"
@@ -42,6 +44,18 @@ lint: venv
 
 test: setup lint
 	$(BIN)/pytest $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-oldest-set
+
+# The trainers' tiny runs (GRPO, PPO, SFT, RM, resume, NaN stop) on the oldest training set of
+# provision/training_sets.yml (TRL 0.19.1, transformers 4.51.3) in a venv of its own, on this machine's CPU
+# torch (the only CPU build here: the old TRL/transformers run on a newer torch than their stack's).
+$(OLDEST_SET)/.installed: pyproject.toml provision/training_sets.yml scripts/install-oldest-set.sh | venv
+	$(PYTHON) -m venv $(OLDEST_SET)
+	bash scripts/install-oldest-set.sh $(OLDEST_SET) $(TORCH_VERSION)
+	touch $@
+
+test-oldest-set: $(OLDEST_SET)/.installed
+	$(OLDEST_SET)/bin/python -m pytest -p no:cacheprovider tests/training/test_smoke.py
 
 test-fast: venv
 	$(BIN)/pytest -m 'not slow and not device and not sim' $(PYTEST_ARGS)
@@ -59,4 +73,4 @@ bench: setup
 	@bash bench/run.sh
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(OLDEST_SET) build *.egg-info .pytest_cache .ruff_cache

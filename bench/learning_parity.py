@@ -32,8 +32,9 @@ from ascend_ready.training.config import TrainConfig, load_config
 from ascend_ready.training.data import load_prompts
 from ascend_ready.training.evaluate import accuracy, generate
 from ascend_ready.training.metrics import read_metrics
-from ascend_ready.training.models import build_tiny_model, load_tokenizer
+from ascend_ready.training.models import build_tiny_model, dtype_kwargs, load_tokenizer
 from ascend_ready.training.rewards import answer_match, format_reward
+from ascend_ready.training.trl_glue import trl_config
 
 
 def eval_rows(cfg: TrainConfig) -> list[dict]:
@@ -66,8 +67,11 @@ def plain_trl_grpo(cfg: TrainConfig, rt, out: Path) -> dict[int, float]:
     rows = load_prompts(cfg.data, cfg.seed)
     held_out = rows.eval[: cfg.eval_max_examples]
     g, gen, o = cfg.grpo, cfg.generation, cfg.optim
-    args = trl.GRPOConfig(
-        output_dir=str(out / "trl"), max_steps=cfg.max_steps, per_device_train_batch_size=cfg.batch_size,
+    # trl_config: only the field values older TRL spells differently (scale_rewards a bool before 0.22,
+    # loss_type dapo -> bnpo before 0.20); on TRL 1.16 it passes every field through unchanged.
+    args = trl_config(
+        trl.GRPOConfig, output_dir=str(out / "trl"), max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.batch_size,
         learning_rate=o.learning_rate, weight_decay=o.weight_decay, lr_scheduler_type=o.lr_scheduler,
         warmup_steps=o.warmup_steps, max_grad_norm=o.max_grad_norm, seed=cfg.seed, data_seed=cfg.seed,
         num_generations=g.num_generations, beta=g.beta, epsilon=g.epsilon, loss_type=g.loss_type,
@@ -125,8 +129,8 @@ def reference_ppo(cfg: TrainConfig, rt, out: Path, trace: list[float] | None = N
     torch.manual_seed(cfg.seed)
     model_path = build_tiny_model(out / "model", cfg.model.tiny, seed=cfg.seed)
     tok = load_tokenizer(model_path)
-    policy = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
-    ref = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32).eval()
+    policy = AutoModelForCausalLM.from_pretrained(str(model_path), **dtype_kwargs(torch.float32))
+    ref = AutoModelForCausalLM.from_pretrained(str(model_path), **dtype_kwargs(torch.float32)).eval()
     ref.requires_grad_(False)
     for m in (policy, ref):
         m.generation_config.pad_token_id = tok.pad_token_id

@@ -132,6 +132,9 @@ def _print_resolved(r: ResolvedStack) -> None:
         ("HDK drivers accepted", ", ".join(r.hdk_compatible)),
     ]
     rows += [(f"package: {k}", v) for k, v in r.packages.model_dump().items() if v]
+    if r.training is not None:
+        rows.append(("training set", "none (see the warning)" if r.training.none else
+                     ", ".join(f"{k} {v}" for k, v in (r.training.packages or {}).items())))
     if r.engine is not None:
         rows.append((f"engine: {r.engine.engine}", ", ".join(r.engine.rows)))
         rows += [(f"  with {k}", v) for k, v in r.engine.companions.items()]

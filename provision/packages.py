@@ -18,6 +18,7 @@ from pydantic import Field
 
 from ascend_ready import __version__
 from ascend_ready.errors import ConfigError, MatrixError
+from ascend_ready.provision import training_sets
 from ascend_ready.provision.matrix import DEFAULT_ARCH, Matrix, MatrixModel, load_matrix
 from ascend_ready.provision.resolver import ResolvedStack, resolve
 from ascend_ready.provision.versions import version_key
@@ -48,11 +49,14 @@ CANN_PYTHON_REQUIREMENTS: tuple[str, ...] = (
 #: numpy 1.x has no wheels for Python 3.13; the guide caps numpy below 2.0 only for older Pythons.
 _NUMPY_313 = "numpy>=1.19.2"
 
-#: The project itself, and the extra of it the training job imports: python_env installs
-#: `ascend-ready[train]==<this version>` into the node's training venv, so the job (and node-local
-#: `ascend-check`) runs there the code of the controller's version, with transformers, TRL, accelerate,
-#: peft, datasets and what they require. torch is left to the stack's pin.
+#: The project itself, and the extra of it a node runs: python_env installs `ascend-ready==<this version>`
+#: with --no-deps into the node's training venv, then its `node` extra's requirements (node-local
+#: ascend-check, the trainers and what they import; not the controller's ansible-core and paramiko), with
+#: transformers, TRL, accelerate, peft and datasets pinned to the stack's training set
+#: (provision/training_sets.yml). torch is left to the stack's pin.
 PROJECT = "ascend-ready"
+NODE_EXTRA = "node"
+#: The extra a controller that trains locally installs (`pip install 'ascend-ready[train]'`).
 TRAINING_EXTRA = "train"
 #: ascend-ready's own floor (pyproject.toml requires-python): a training venv on an older Python cannot
 #: hold it, so python_env picks (or unpacks) a newer interpreter where training is installed.
@@ -123,12 +127,14 @@ def cann_requirements(python: str | None = None, requirements: list[str] | None 
     return out
 
 
-def training_requirements(version: str = __version__) -> list[str]:
+def training_requirements(version: str = __version__, torch: str | None = None) -> list[str]:
     """What the node's training venv needs besides the stack's torch and torch_npu: `ascend-ready==V`
-    (this version) first, then its own requirements and its `train` extra's, as its installed metadata
-    (pyproject.toml) declares them, markers dropped. torch is left out: the stack pins it.
+    (this version, installed with --no-deps) first, then its `node` extra's requirements as its installed
+    metadata (pyproject.toml) declares them, markers dropped, torch left out (the stack pins it). With
+    `torch` (the stack's), the packages of that torch line's training set replace their ranges by its pins.
 
-    ConfigError when this ascend-ready is not installed (a bare checkout on sys.path has no metadata)."""
+    ConfigError when this ascend-ready is not installed (a bare checkout on sys.path has no metadata);
+    MatrixError when the torch line has no training set (the resolver's reason)."""
     from importlib import metadata
 
     from packaging.requirements import Requirement
@@ -138,15 +144,31 @@ def training_requirements(version: str = __version__) -> list[str]:
     except metadata.PackageNotFoundError:
         raise ConfigError(f"{PROJECT} is not installed in {sys.executable}: its training requirements "
                           "are read from its metadata", hint="pip install -e . (or make venv)") from None
+    pins: dict[str, str] = {}
+    if torch is not None:
+        found = training_sets.set_for(torch)
+        if found is not None and found.none:
+            raise MatrixError(f"torch {torch}: no training set exists: {found.none}",
+                              hint="pick a stack whose torch has one (`ascend-matrix resolve` says), or set "
+                                   "python_env_training: false to provision it without the trainers")
+        if found is not None:
+            pins = {n: v for n, v in found.packages.items() if n not in training_sets.OPTIONAL}
     out = [f"{PROJECT}=={version}"]
     for text in declared:
         req = Requirement(text)
-        if req.marker is not None and not req.marker.evaluate({"extra": TRAINING_EXTRA}):
+        if req.marker is None or not req.marker.evaluate({"extra": NODE_EXTRA}):
             continue
         if req.name.lower() in ("torch", "torch-npu", "torch_npu"):
             continue
-        out.append(f"{req.name}{req.specifier}")
+        pin = pins.get(req.name.lower())
+        out.append(f"{req.name}=={pin}" if pin else f"{req.name}{req.specifier}")
     return out
+
+
+def no_training_set(torch: str) -> str | None:
+    """Why torch line `torch` has no training set (provision/training_sets.yml), or None when it has one."""
+    found = training_sets.set_for(torch)
+    return found.none if found is not None else None
 
 
 def _wheel_glob(project: str, version: str, python: str | None, arch: str) -> str:
@@ -194,19 +216,21 @@ def wheel_requirements(stack: ResolvedStack | dict, python: str | None = None,
             requirement=req, file=f"{WHEELHOUSE}/{name.replace('-', '_')}-*.whl",
             why="CANN Python dependency (CANN install guide, instg_0045)",
             download=PYPI_PAGE.format(project=name, version=req[len(name):] or "(any)")))
-    if not training:
+    if not training or no_training_set(s["torch"]):
         return out
-    own, *deps = training_requirements()
+    own, *deps = training_requirements(torch=s["torch"])
     out.append(WheelRequirement(
         requirement=own, file=f"{WHEELHOUSE}/ascend_ready-{__version__}-py3-none-any.whl",
-        why="the training job's own code, at the controller's version (ascend-train refuses another)",
+        why="the training job's own code, at the controller's version (ascend-train refuses another); "
+            "installed with --no-deps: its controller dependencies stay off the node",
         download=f"built from the checkout: pip wheel --no-deps --wheel-dir {WHEELHOUSE} . "
                  f"(or PyPI: {PROJECT} {__version__})"))
     for req in deps:
         name = _requirement_name(req)
         out.append(WheelRequirement(
             requirement=req, file=f"{WHEELHOUSE}/{name.replace('-', '_').lower()}-*.whl",
-            why=f"{PROJECT} (with its {TRAINING_EXTRA} extra) requires it: the training job imports it",
+            why=(f"training set of torch {s['torch']} (provision/training_sets.yml)" if "==" in req else
+                 f"{PROJECT}'s {NODE_EXTRA} extra: node-local ascend-check or the training job imports it"),
             download=PYPI_PAGE.format(project=name, version=req[len(name):] or "(any)")))
     return out
 
@@ -352,6 +376,17 @@ def package_plan(stack_id: str, *, os: str | None = None, arch: str | None = Non
     elif os_entry is not None and r.python != os_entry.python3:
         notes.append(f"{r.os} ships python3 {os_entry.python3} and the matrix records no standalone CPython "
                      f"{r.python}: install one on the nodes and set python_env_python to it")
+    why_not = no_training_set(r.torch)
+    if why_not:
+        notes.append(f"no training set exists for torch {r.torch}: {why_not}; the wheelhouse holds no "
+                     "trainers "
+                     "for this stack (set python_env_training: false, or pick a stack with a training set)")
+    else:
+        found = training_sets.set_for(r.torch)
+        if found is not None:
+            notes.append(f"training set of torch {r.torch}: " + ", ".join(found.requirements(optional=True))
+                         + " (provision/training_sets.yml; deepspeed only for ZeRO: pip download it too "
+                           "where distributed.zero_stage > 0)")
     glibc = os_entry.glibc if os_entry else None
     platforms = wheel_platforms(r.arch, glibc)
     wheels = wheel_requirements(r)

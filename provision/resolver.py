@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ascend_ready.errors import MatrixError
+from ascend_ready.provision import training_sets
 from ascend_ready.provision.matrix import (
     ARCHES,
     DEFAULT_ARCH,
@@ -123,6 +124,15 @@ class ResolvedEngine(MatrixModel):
     sources: list[str]
 
 
+class ResolvedTraining(MatrixModel):
+    """The training dependency set of the stack's torch line (provision/training_sets.yml)."""
+
+    torch: str
+    python: str = Field(description="the Python the set was resolved for")
+    packages: dict[str, str] | None = Field(None, description="{name: version}; None: no set exists")
+    none: str | None = Field(None, description="why no set exists (the resolver's reason)")
+
+
 class ResolvedStack(MatrixModel):
     """Everything a node needs, decided: what Ansible installs and what ascend-check expects."""
 
@@ -148,6 +158,8 @@ class ResolvedStack(MatrixModel):
     engine: ResolvedEngine | None = Field(None, description="the RL engine asked for with `engine`")
     python_build: ResolvedPythonBuild | None = Field(
         None, description="the standalone CPython to unpack where the OS's python3 does not fit (None: fits)")
+    training: ResolvedTraining | None = Field(
+        None, description="the training set of its torch line (None: the training sets have no row for it)")
 
 
 _PIN_NAMES = ("cann", "torch", "torch_npu", "driver", "product", "os", "arch", "python", "engine")
@@ -357,8 +369,16 @@ def _complete(m: Matrix, stack: StackRow, pins: dict[str, str], product_id: str,
         if not all(python in r.python for r in rows):
             warnings.append(f"Python {python} is outside {pins['engine']}'s stated Pythons "
                             f"({', '.join(rows[0].python)})")
+    found = training_sets.set_for(stack.torch)
+    training = None
+    if found is not None:
+        training = ResolvedTraining(torch=found.torch, python=found.python, packages=found.packages,
+                                    none=found.none)
+        if found.none:
+            warnings.append(f"no training set exists for torch {stack.torch}: {found.none}; this stack "
+                            f"provisions and passes the preflight but cannot run the trainers")
     return ResolvedStack(
-        engine=engine, python_build=python_build,
+        engine=engine, python_build=python_build, training=training,
         id=stack.id, cann=cann.version, torch=stack.torch, torch_npu=stack.torch_npu,
         torch_npu_branch=stack.branch, python=python, python_versions=list(stack.python),
         glibc_floor=stack.glibc, manylinux=stack.manylinux, product=product_id, arch=arch,

@@ -26,16 +26,29 @@ from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import load_prompts
 from ascend_ready.training.evaluate import accuracy
 from ascend_ready.training.metrics import MetricsLogger
-from ascend_ready.training.models import load_tokenizer, model_dir, peft_config, set_generation_ids
+from ascend_ready.training.models import (
+    dtype_kwargs,
+    load_tokenizer,
+    model_dir,
+    peft_config,
+    set_generation_ids,
+)
 from ascend_ready.training.rewards import build_reward_funcs
-from ascend_ready.training.trl_glue import AscendCallback, resume_point, run_trainer, training_arguments
+from ascend_ready.training.trl_glue import (
+    AscendCallback,
+    resume_point,
+    run_trainer,
+    training_arguments,
+    trl_config,
+)
 
 
 def grpo_arguments(cfg: TrainConfig, rt: Runtime, output_dir: Path):
     """TRL's GRPOConfig for our config (also used by the bench to build the plain-TRL baseline)."""
     trl = require("trl")
     g, gen = cfg.grpo, cfg.generation
-    return trl.GRPOConfig(
+    return trl_config(
+        trl.GRPOConfig,
         **training_arguments(cfg, rt, output_dir),
         num_generations=g.num_generations,
         beta=g.beta,
@@ -48,7 +61,7 @@ def grpo_arguments(cfg: TrainConfig, rt: Runtime, output_dir: Path):
         top_p=gen.top_p,
         reward_weights=list(cfg.reward.weights) if cfg.reward.weights else None,
         log_completions=False,
-        model_init_kwargs={"dtype": "bfloat16" if rt.bf16 else "float32"},
+        model_init_kwargs=dtype_kwargs("bfloat16" if rt.bf16 else "float32"),
     )
 
 

@@ -25,7 +25,10 @@ def build_tiny_tokenizer():
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Split(tokenizers.Regex("."), behavior="isolated")
     tok.decoder = tokenizers.decoders.Fuse()
     return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token=PAD, eos_token=EOS, unk_token=UNK, padding_side="left"
+        tokenizer_object=tok, pad_token=PAD, eos_token=EOS, unk_token=UNK, padding_side="left",
+        # what a causal LM takes: transformers before 4.56 also returns token_type_ids by default, which
+        # generate() refuses (the training sets of torch 2.0/2.1 hold 4.51 and 4.55)
+        model_input_names=["input_ids", "attention_mask"],
     )
 
 
@@ -106,6 +109,17 @@ def load_tokenizer(path: Path):
     return tok
 
 
+def dtype_kwargs(dtype) -> dict:
+    """`from_pretrained`'s dtype keyword for the installed transformers: `dtype` from 4.56 (which renamed
+    it), `torch_dtype` before (the training sets of torch 2.0/2.1 hold 4.51 and 4.55; provision/
+    training_sets.yml). The one place a caller of transformers' loading adapts to its version."""
+    transformers = require("transformers")
+    from packaging.version import Version
+
+    key = "dtype" if Version(transformers.__version__).release >= (4, 56) else "torch_dtype"
+    return {key: dtype}
+
+
 def torch_dtype(rt: Runtime):
     import torch
 
@@ -114,7 +128,7 @@ def torch_dtype(rt: Runtime):
 
 def load_causal_lm(path: Path, rt: Runtime, tokenizer=None, gradient_checkpointing: bool = False):
     transformers = require("transformers")
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype(rt))
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(path), **dtype_kwargs(torch_dtype(rt)))
     if tokenizer is not None:
         set_generation_ids(model, tokenizer)
     if gradient_checkpointing:

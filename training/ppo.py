@@ -48,6 +48,7 @@ from ascend_ready.training.data import load_prompts
 from ascend_ready.training.evaluate import accuracy, generate
 from ascend_ready.training.metrics import PLOT_FILE, MetricsLogger, plot_metrics
 from ascend_ready.training.models import (
+    dtype_kwargs,
     load_causal_lm,
     load_tokenizer,
     model_dir,
@@ -258,7 +259,7 @@ def build_models(cfg: TrainConfig, rt: Runtime, path: Path, tokenizer):
     actor = load_causal_lm(path, rt, tokenizer, cfg.model.gradient_checkpointing)
     backbone = None
     if cfg.ppo.critic == "separate":
-        backbone = transformers.AutoModel.from_pretrained(str(path), dtype=torch_dtype(rt))
+        backbone = transformers.AutoModel.from_pretrained(str(path), **dtype_kwargs(torch_dtype(rt)))
         if cfg.model.gradient_checkpointing:
             backbone.gradient_checkpointing_enable()
     if lora is not None:

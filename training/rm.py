@@ -15,8 +15,8 @@ from pathlib import Path
 from ascend_ready.fleet.devices import Runtime, require
 from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import preference_rows
-from ascend_ready.training.models import peft_config
-from ascend_ready.training.trl_glue import AscendCallback, run_trainer, start, training_arguments
+from ascend_ready.training.models import dtype_kwargs, peft_config
+from ascend_ready.training.trl_glue import AscendCallback, run_trainer, start, training_arguments, trl_config
 
 
 def pairwise_accuracy(model, tokenizer, pairs: list[dict]) -> float:
@@ -45,7 +45,7 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
     logger, path, tokenizer, prompts = begin.logger, begin.model_path, begin.tokenizer, begin.prompts
     eval_pairs = preference_rows(prompts.eval[: cfg.eval_max_examples], cfg.seed + 1)
     model = transformers.AutoModelForSequenceClassification.from_pretrained(
-        str(path), num_labels=1, dtype="bfloat16" if rt.bf16 else "float32"
+        str(path), num_labels=1, **dtype_kwargs("bfloat16" if rt.bf16 else "float32")
     )
     model.config.pad_token_id = tokenizer.pad_token_id  # the score is read at the last non-pad token
 
@@ -53,7 +53,7 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
         return {"eval/pairwise_accuracy": pairwise_accuracy(m, tokenizer, eval_pairs)}
 
     callback = AscendCallback(cfg, "rm", logger, evaluate if eval_pairs else None, loss_key="loss/total")
-    args = trl.RewardConfig(**training_arguments(cfg, rt, output_dir), max_length=cfg.max_length)
+    args = trl_config(trl.RewardConfig, **training_arguments(cfg, rt, output_dir), max_length=cfg.max_length)
     trainer = trl.RewardTrainer(
         model=model,
         args=args,

@@ -15,8 +15,8 @@ from ascend_ready.fleet.devices import Runtime, require
 from ascend_ready.training.config import TrainConfig
 from ascend_ready.training.data import sft_rows
 from ascend_ready.training.evaluate import accuracy
-from ascend_ready.training.models import peft_config
-from ascend_ready.training.trl_glue import AscendCallback, run_trainer, start, training_arguments
+from ascend_ready.training.models import dtype_kwargs, peft_config
+from ascend_ready.training.trl_glue import AscendCallback, run_trainer, start, training_arguments, trl_config
 
 
 def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False) -> dict:
@@ -29,10 +29,11 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
         return {"eval/accuracy": accuracy(model, tokenizer, eval_rows, cfg.generation.max_completion_length)}
 
     callback = AscendCallback(cfg, "sft", logger, evaluate if eval_rows else None, loss_key="loss/total")
-    args = trl.SFTConfig(
+    args = trl_config(
+        trl.SFTConfig,
         **training_arguments(cfg, rt, output_dir),
         max_length=cfg.max_length,
-        model_init_kwargs={"dtype": "bfloat16" if rt.bf16 else "float32"},
+        model_init_kwargs=dtype_kwargs("bfloat16" if rt.bf16 else "float32"),
     )
     trainer = trl.SFTTrainer(
         model=str(path),

@@ -66,6 +66,39 @@ def deepspeed_config(cfg: TrainConfig) -> dict | None:
     }
 
 
+def trl_config(cls, **kwargs):
+    """`cls(**kwargs)` (GRPOConfig, SFTConfig, RewardConfig) for the installed TRL: the one place our
+    configs meet TRL releases that name a field or a value differently (the training sets hold TRL 0.19.1
+    to 1.16, provision/training_sets.yml). Feature-detected from the config class itself, not by version:
+
+    - `scale_rewards` is a bool before TRL 0.22 ("group" -> True, "none" -> False; "batch" did not exist);
+    - `loss_type: dapo` (token-level, normalised over the global batch) is older TRL's `bnpo` (normalised
+      over the local batch): the same on one process without gradient accumulation, close otherwise;
+    - a field the release does not have is refused, naming it, unless it holds its default (None/False).
+    """
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    trl_version = require("trl").__version__
+    out = {}
+    for name, value in kwargs.items():
+        field = fields.get(name)
+        if field is None:
+            if value in (None, False):
+                continue
+            raise ConfigError(f"{name}: TRL {trl_version} has no such {cls.__name__} field",
+                              hint="install the training set of the stack's torch (ascend-matrix packages)")
+        if name == "scale_rewards" and isinstance(field.default, bool) and isinstance(value, str):
+            if value == "batch":
+                raise ConfigError(f"grpo.scale_rewards: batch needs TRL 0.22 or later, this is {trl_version}",
+                                  hint="use scale_rewards: group or none")
+            value = value != "none"
+        if name == "loss_type" and value == "dapo" and "dapo" not in field.metadata.get("help", ""):
+            value = "bnpo"
+        out[name] = value
+    return cls(**out)
+
+
 def training_arguments(cfg: TrainConfig, rt: Runtime, output_dir: Path) -> dict:
     """TrainingArguments fields every TRL trainer here gets from our config."""
     o = cfg.optim

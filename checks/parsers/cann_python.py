@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from pydantic import Field
+
 from ascend_ready.checks.parsers.base import ParsedModel, fail, parser
 from ascend_ready.checks.parsers.os_commands import probe_lines
 from ascend_ready.checks.parsers.python_pkgs import normalize_name
@@ -229,6 +231,8 @@ class TrainingEnvOutput(ParsedModel):
     modules: dict[str, bool]
     ascend_ready: str | None
     ascend_ready_error: str | None = None
+    versions: dict[str, str | None] = Field(
+        default_factory=dict, description="`dist NAME VERSION|-` lines: installed distribution versions")
 
 
 @parser("training-env")
@@ -236,6 +240,7 @@ def parse_training_env(text: str) -> TrainingEnvOutput:
     kind = "training-env"
     executable = None
     modules: dict[str, bool] = {}
+    versions: dict[str, str | None] = {}
     version: tuple[str | None, str | None] | None = None
     lines = probe_lines(kind, text)
     for line in lines:
@@ -247,10 +252,12 @@ def parse_training_env(text: str) -> TrainingEnvOutput:
             modules[parts[0]] = parts[1] == "found"
         elif key == "ascend_ready" and modules and version is None and rest:
             version = (None, rest[2:] or "failed") if rest.startswith("- ") or rest == "-" else (rest, None)
+        elif key == "dist" and version is not None and len(parts) == 2 and all(parts):
+            versions[parts[0]] = None if parts[1] == "-" else parts[1]
         else:
             raise fail(kind, "expected 'executable PATH', then 'module NAME found|missing' lines, then "
-                             "'ascend_ready VERSION|- ERROR'", line)
+                             "'ascend_ready VERSION|- ERROR', then 'dist NAME VERSION|-' lines", line)
     if version is None:
         raise fail(kind, "no 'ascend_ready' line", lines[-1])
     return TrainingEnvOutput(executable=executable, modules=modules, ascend_ready=version[0],
-                       ascend_ready_error=version[1])
+                             ascend_ready_error=version[1], versions=versions)

@@ -73,6 +73,9 @@ _TORCH_IMPORT = (
 #: seconds), then ascend_ready itself, whose package is import-free, for its version. Python 3.6+ stdlib.
 TRAINING_MODULES = ("ascend_ready", "torch", "torch_npu", "transformers", "trl", "accelerate", "peft",
                     "datasets", "tensorboard", "matplotlib")
+#: The distributions whose versions versions.training_env judges against the training set of the torch
+#: line (provision/training_sets.yml): torch, then the set's packages (importlib.metadata, Python 3.8+).
+TRAINING_DISTS = ("torch", "transformers", "trl", "accelerate", "peft", "datasets", "deepspeed")
 _TRAINING_ENV = (
     "import sys\n"
     "from importlib.util import find_spec\n"
@@ -88,6 +91,15 @@ _TRAINING_ENV = (
     "    print('ascend_ready ' + ascend_ready.__version__)\n"
     "except Exception as exc:\n"
     "    print('ascend_ready - %s: %s' % (type(exc).__name__, ' '.join(str(exc).split())))\n"
+    "try:\n"
+    "    from importlib import metadata\n"
+    "except ImportError:\n"
+    "    metadata = None\n"
+    f"for name in {TRAINING_DISTS!r}:\n"
+    "    try:\n"
+    "        print('dist %s %s' % (name, metadata.version(name)))\n"
+    "    except Exception:\n"
+    "        print('dist %s -' % name)\n"
 )
 
 

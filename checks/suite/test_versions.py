@@ -19,6 +19,7 @@ from ascend_ready.checks.resources import (
     UserLibs,
 )
 from ascend_ready.checks.resources.stack import installed_stack
+from ascend_ready.provision import training_sets
 
 _REINSTALL = PLAYBOOK + " --limit <host>"
 _STACK = [DriverVersion, FirmwareVersion, Toolkit, CannComponents, PythonPackages]
@@ -130,8 +131,9 @@ def test_torch_npu_import(host):
     severity="critical",
     reads=[TrainingEnv],
     fix=(
-        "Provision the training venv: python_env installs ascend-ready[train] of the controller's version "
-        "(python_env_training, on by default; the wheels are listed by `ascend-matrix packages`)"
+        "Provision the training venv: python_env installs ascend-ready of the controller's version, its node "
+        "extra and the training set of the stack's torch (python_env_training, on by default; the wheels are "
+        "listed by `ascend-matrix packages`, the sets in provision/training_sets.yml)"
     ),
     command=_REINSTALL + " --tags python_env",
 )
@@ -151,3 +153,14 @@ def test_training_env(host):
         f"{env.executable} has ascend-ready {env.ascend_ready}, this controller {__version__}: "
         "the job would run other code than the one that judged it"
     )
+    # The training set of the venv's torch line: what python_env installed, what declares support for it.
+    torch = env.versions.get("torch")
+    found = training_sets.set_for(torch) if torch else None
+    if found is None:
+        return  # a torch line the sets do not record (a controller's own venv): nothing to judge against
+    assert not found.none, f"torch {torch}: no training set exists: {found.none}"
+    evidence(f"training set of torch {found.torch}: " + ", ".join(found.requirements(optional=True)))
+    wrong = [f"{name} {env.versions[name] or 'missing'} (the set holds {want})"
+             for name, want in found.packages.items() if name in env.versions
+             and env.versions[name] != want and (name not in training_sets.OPTIONAL or env.versions[name])]
+    assert not wrong, f"{env.executable} (torch {torch}) has {', '.join(wrong)}: provision/training_sets.yml"

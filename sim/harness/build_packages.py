@@ -28,7 +28,7 @@ from pathlib import Path
 from ascend_ready.errors import SimError
 from ascend_ready.provision import matrix as mx
 from ascend_ready.provision import resolver as rv
-from ascend_ready.provision.packages import training_requirements, write_manifest
+from ascend_ready.provision.packages import no_training_set, training_requirements, write_manifest
 from ascend_ready.provision.versions import version_key
 from ascend_ready.sim.base import cache_root
 from ascend_ready.sim.packages import build_package_dir, package_names, standalone_python, wheels
@@ -83,11 +83,12 @@ def _run_pip(args: list[str], what: str) -> None:
                             "(and the CPU torch from its find-links); check that it is reachable")
 
 
-def _training_dependencies(torch: str) -> list[Path]:
+def _training_dependencies(torch: str, line: str | None = None) -> list[Path]:
     """The training job's dependencies for this Python and machine, with the CPU torch `torch` (its exact
-    local version: no index holds a CUDA build under it), downloaded once per requirement list into the
+    local version: no index holds a CUDA build under it) and the training set of torch line `line` (the
+    stack's torch; provision/training_sets.yml), downloaded once per requirement list into the
     simulator's cache (`pip download` a second time would ask the index again)."""
-    reqs = [f"torch=={torch}", *training_requirements()[1:]]
+    reqs = [f"torch=={torch}", *training_requirements(torch=line)[1:]]
     recipe = json.dumps([sys.version_info[:2], os.uname().machine, reqs])
     key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     cached = _wheel_cache() / f"train-{key}"
@@ -189,11 +190,14 @@ def training_wheels(wheelhouse: Path, stacks: list[Stack]) -> None:
     wheelhouse.mkdir(parents=True, exist_ok=True)
     _own_wheel(wheelhouse)
     real_torch = None
-    for wheel in _training_dependencies(torch):
-        if wheel.name.startswith(f"torch-{torch}-"):
-            real_torch = wheel
-        else:
-            _place(wheel, wheelhouse)
+    # one training set per torch line (a line without one gets no trainers: python_env says why)
+    lines = sorted({s.torch for s in stacks if not no_training_set(s.torch)}) or [None]
+    for line in lines:
+        for wheel in _training_dependencies(torch, line):
+            if wheel.name.startswith(f"torch-{torch}-"):
+                real_torch = wheel
+            else:
+                _place(wheel, wheelhouse)
     if real_torch is None:
         raise SimError(f"pip download did not fetch torch {torch}", hint="check pip's find-links")
     arch = os.uname().machine

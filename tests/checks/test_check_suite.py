@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from importlib import metadata
 
 import pytest
 from checks_fakenode import (
@@ -599,6 +600,27 @@ def test_versions_training_env(tmp_path):
     missing = ProbeResult(command="sh", rc=127, stdout="",
                           stderr="ascend-check: no interpreter /home/ascend/venvs/x/bin/python\n")
     assert only("versions.training_env", fake_host(outputs={"training-env": missing})).status == "error"
+
+
+def test_versions_training_env_judges_the_training_set_of_the_torch_line(tmp_path):
+    """The venv's torch says which training set applies (provision/training_sets.yml): this checkout's
+    transformers/TRL under a torch 2.1.0 are not the set of that line, and the check names each."""
+    from ascend_ready.provision import training_sets
+
+    info = tmp_path / "torch-2.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.1.0\n")
+    stand_ins(tmp_path / "stand-ins")  # torch_npu, as on a node
+    text = _training_env_probe(pythonpath=f"{tmp_path}:{tmp_path / 'stand-ins'}")
+    assert "dist torch 2.1.0" in text.splitlines()
+    r = only("versions.training_env", fake_host(outputs={"training-env": text}))
+    want = training_sets.set_for("2.1.0").packages
+    assert r.status == "fail"
+    assert f"trl {metadata.version('trl')} (the set holds {want['trl']})" in r.message
+    assert r.message.endswith("provision/training_sets.yml")
+    # the probe without dist lines (an older ascend-check's): judged as before, versions not
+    assert only("versions.training_env", fake_host(outputs={"training-env": "\n".join(
+        line for line in text.splitlines() if not line.startswith("dist "))})).status == "pass"
 
 
 def test_versions_torch_npu_import():

@@ -21,6 +21,7 @@ from ascend_ready.errors import ConfigError, MatrixError
 from ascend_ready.provision import matrix as mx
 from ascend_ready.provision import packages as pk
 from ascend_ready.provision import resolver as rv
+from ascend_ready.provision import training_sets
 from ascend_ready.provision.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,7 +78,8 @@ def test_a2_plan_on_kylin_names_the_hdk_zip_the_wheels_and_the_download_command(
     assert reqs[:3] == ["pip", "torch==2.5.1", "torch_npu==2.5.1.post1"]
     cann = len(pk.CANN_PYTHON_REQUIREMENTS)
     assert reqs[3:3 + cann] == list(pk.CANN_PYTHON_REQUIREMENTS)
-    assert reqs[3 + cann:] == pk.training_requirements()  # ascend-ready of this version, then the job's
+    # ascend-ready of this version, then the node extra with the training set of the stack's torch line
+    assert reqs[3 + cann:] == pk.training_requirements(torch="2.5.1")
     assert plan.wheels[3 + cann].file == f"wheelhouse/ascend_ready-{__version__}-py3-none-any.whl"
     assert plan.wheels[1].file == "wheelhouse/torch-2.5.1-cp311-cp311-*_aarch64.whl"
     argv = plan.pip_download
@@ -85,26 +87,56 @@ def test_a2_plan_on_kylin_names_the_hdk_zip_the_wheels_and_the_download_command(
     assert "--python-version" in argv and argv[argv.index("--python-version") + 1] == "3.11"
     assert "manylinux2014_aarch64" in argv and "--extra-index-url" not in argv
     # the index has no ascend-ready of an unreleased version: its wheel is built (a note says how)
-    assert "transformers>=4.56.2" in argv and f"ascend-ready=={__version__}" not in argv
+    want = training_sets.set_for("2.5.1").packages
+    assert f"transformers=={want['transformers']}" in argv and f"trl=={want['trl']}" in argv
+    assert f"ascend-ready=={__version__}" not in argv
+    assert not {"ansible-core", "paramiko", "cryptography"} & {pk._requirement_name(a).lower() for a in argv}
     assert any("pip wheel --no-deps --wheel-dir wheelhouse ." in n for n in plan.notes)
 
 
-def test_training_requirements_are_this_version_and_what_pyproject_declares():
-    """One source of truth: the project's own requirements and its train extra (pyproject.toml), torch
-    left to the stack's pin; python_env's filter installs the same with the extra named."""
+def test_training_requirements_are_this_version_and_the_node_extra():
+    """One source of truth: ascend-ready of this version (installed with --no-deps), then its node extra
+    (pyproject.toml): the base dependencies less the controller's (ansible-core, paramiko) plus the train
+    extra, torch left to the stack's pin; python_env's filter installs the same."""
     import tomllib
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    controller = {"ansible-core", "paramiko"}
+    base = [r for r in project["dependencies"] if pk._requirement_name(r).lower() not in controller]
+    assert len(base) == len(project["dependencies"]) - len(controller)
+    assert extras["node"] == base + extras["train"]  # kept in step by hand: this test says where
     reqs = pk.training_requirements()
     assert reqs[0] == f"ascend-ready=={__version__}"
-    declared = project["dependencies"] + project["optional-dependencies"]["train"]
     names = [pk._requirement_name(r).lower() for r in reqs[1:]]
     assert "torch" not in names and "transformers" in names and "trl" in names and "pydantic" in names
-    assert sorted(names) == sorted(pk._requirement_name(r).lower() for r in declared
-                                   if pk._requirement_name(r) != "torch")
+    assert not controller & set(names)
+    assert reqs[1:] == [r for r in extras["node"] if pk._requirement_name(r) != "torch"]
     filters = _plugin("filter", "ascend")
-    assert filters.training_requirements(True) == [f"ascend-ready[train]=={__version__}", *reqs[1:]]
+    assert filters.training_requirements(True) == reqs
     assert filters.training_requirements(False) == []
+
+
+def test_training_requirements_pin_the_training_set_of_the_torch_line():
+    found = training_sets.set_for("2.1.0")
+    reqs = pk.training_requirements(torch="2.1.0")
+    for name in ("transformers", "trl", "accelerate", "peft", "datasets"):
+        assert f"{name}=={found.packages[name]}" in reqs
+    assert not any(r.startswith("deepspeed") for r in reqs)  # only where ZeRO is used
+    # the set's pins are within the node extra's ranges: the trainers' floors are the oldest set's
+    from packaging.requirements import Requirement
+
+    ranges = {Requirement(r).name: Requirement(r).specifier for r in pk.training_requirements()[1:]}
+    for row in training_sets.load_training_sets().sets:
+        for name, version in (row.packages or {}).items():
+            assert name not in ranges or ranges[name].contains(version), (row.torch, name, version)
+    # a torch line with no set is refused, with the resolver's reason, by the filter too
+    with pytest.raises(MatrixError, match=r"torch 1\.11\.0: no training set exists: Because all versions"):
+        pk.training_requirements(torch="1.11.0")
+    from ansible.errors import AnsibleFilterError
+
+    with pytest.raises(AnsibleFilterError, match="no training set exists"):
+        _plugin("filter", "ascend").training_requirements(True, "1.11.0")
 
 
 def test_x86_takes_the_cpu_torch_and_python_313_a_numpy_2():
@@ -225,7 +257,8 @@ def test_the_simulators_package_directory_holds_what_the_list_names(tmp_path):
                                    cache_file=str(tmp_path / "c.json"), arch="aarch64")
     assert len(problems) == len(pk.training_requirements())
     assert problems[0].startswith(f"no ascend-ready {__version__} wheel for any Python on aarch64")
-    assert any(p.startswith("no transformers>=4.56.2 wheel") for p in problems)
+    pinned = training_sets.set_for("2.5.1").packages["transformers"]  # the set of the stack's torch line
+    assert any(p.startswith(f"no transformers {pinned} wheel") for p in problems), [p[:40] for p in problems]
 
 
 def test_one_check_names_the_missing_and_the_corrupt_file_with_their_checksums(tmp_path):

@@ -192,18 +192,21 @@ def cann_requirements(requirements, python: str | None = None) -> list[str]:
     return for_python(str(python) if python else None, [str(r) for r in requirements])
 
 
-def training_requirements(enabled) -> list[str]:
+def training_requirements(enabled, torch=None) -> list[str]:
     """What python_env installs for the training job where `enabled` (else nothing): ascend-ready of the
-    controller's version with its train extra, then each requirement it declares (so that the role's
-    unmet-requirement probe judges them one by one), as `ascend-matrix packages` lists them."""
+    controller's version (installed with --no-deps: the controller's ansible-core and paramiko stay off the
+    node), then each requirement of its node extra, the training packages pinned to the training set of
+    `torch` (the stack's), as `ascend-matrix packages` lists them."""
     if not enabled:
         return []
     _need_package()
-    from ascend_ready.provision.packages import PROJECT, TRAINING_EXTRA
+    from ascend_ready.errors import MatrixError
     from ascend_ready.provision.packages import training_requirements as listed
 
-    own, *deps = listed()
-    return [own.replace(PROJECT, f"{PROJECT}[{TRAINING_EXTRA}]", 1), *deps]
+    try:
+        return listed(torch=str(torch) if torch else None)
+    except MatrixError as exc:
+        raise AnsibleFilterError(f"{exc.message} ({exc.hint})") from None
 
 
 def node_profile(spec: str | None, groups=()) -> str:
