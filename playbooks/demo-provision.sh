@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Provision the running simulated cluster with site.yml from the bundled fake packages, then show that
 # a second run changes nothing. Called by `make demo` after `ascend-sim up`; needs root like the simulator.
-#   ASCEND_DEMO_STACK   matrix stack id to install (default cann-8.2.RC1-torch-2.6.0: transformers 5, which
-#                       the training extra resolves to, needs torch 2.6 or newer)
+#   ASCEND_DEMO_STACK   matrix stack id to install; scripts/demo.sh passes the one its Kylin V10 and CentOS 7.6
+#                       nodes both take (ascend-matrix resolve per OS). Default cann-8.2.RC1-torch-2.6.0, for
+#                       nodes of glibc 2.28 or newer (its wheels are manylinux_2_28)
 #   ASCEND_SIM_RUN_DIR  the cluster (default /run/ascend-sim)
 #   ASCEND_DEMO_OS_PREREQS_REPO  an apt source line of a mirror the nodes reach (ascend_ready.sim.harness.apt_mirror);
 #                       without it os_prereqs is skipped (simulated nodes reach no distribution mirror)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The end-to-end demo on a simulated cluster: one playbook, one preflight, one launch.
-#   1. two simulated Atlas 800T A2 nodes, node01 on Kylin V10 and node02 on Ubuntu 22.04, each its own host
-#      with sshd and 8 fake 910B3
+#   0. the stack: `ascend-matrix resolve --os centos7.6` and `--os kylinv10sp2` (product 910b); the stack
+#      both nodes can take (CentOS 7.6's glibc 2.17 is the floor: manylinux2014 wheels, torch <= 2.5)
+#   1. two simulated Atlas 800T A2 nodes, node01 on Kylin V10 SP2 and node02 on CentOS 7.6, each its own
+#      host with sshd and 8 fake 910B3, each reporting its OS's glibc, kernel and Python (sim/osident.py)
 #   2. provision them with playbooks/site.yml from the bundled fake packages (OS prerequisites from a
-#      local mirror, since simulated nodes reach no distribution mirror: apt on Ubuntu, the harness on
-#      Kylin, whose simulated dnf has no RPMs); a re-run changes nothing
+#      local mirror, since simulated nodes reach no distribution mirror: the harness installs them, the
+#      simulated dnf/yum having no RPMs); a re-run changes nothing
 #   3. ascend-check over SSH: every check passes, across the two nodes too (fleet.*; fleet.os warns that
 #      the two OSes differ, a mixed fleet with one stack being legitimate); an HTML report
 #   4. inject a fault (a PCIe link trained at x8): the failure with its remediation, and training refused
@@ -12,7 +14,8 @@
 #      gloo on CPU, the tiny config; each rank bound to its NPU's NUMA node of the presented Kunpeng host)
 #      in the training venv the playbook built on each node (the nodes do not see this checkout or its
 #      .venv), its outputs on the cluster's shared filesystem; held-out accuracy printed at the start and end
-# Needs root (the simulator uses Linux namespaces). Env: ASCEND_DEMO_STACK (matrix stack id).
+# Needs root (the simulator uses Linux namespaces). Env: ASCEND_DEMO_STACK (matrix stack id, instead of
+# the one resolved in step 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -34,12 +37,48 @@ cleanup() {
 trap cleanup EXIT
 step() { printf '\n\033[1m== %s\033[0m   (%ds)\n' "$*" "$SECONDS"; }
 
-step "1/5 bring up two simulated Atlas 800T A2 nodes: Kylin V10 and Ubuntu 22.04"
+step "0/5 the stack for a Kylin V10 and a CentOS 7.6 node: ascend-matrix resolve --os ... --product 910b"
+if [ -z "${ASCEND_DEMO_STACK:-}" ]; then
+  # Each OS's own pick, then the one stack both take: the newest stack of the oldest glibc's pick fits
+  # the other OS too when its glibc floor does (the matrix says why not, if not).
+  ASCEND_DEMO_STACK=$("$BIN/python" - <<'PY'
+import sys
+from ascend_ready.errors import AscendReadyError
+from ascend_ready.provision.resolver import resolve
+oses = ("centos7.6", "kylinv10sp2")
+pick = {o: resolve(os=o, product="910b", arch="x86_64") for o in oses}
+for o, r in pick.items():
+    print(f"   ascend-matrix resolve --os {o} --product 910b: {r.id} (glibc floor {r.glibc_floor}, "
+          f"{r.manylinux})", file=sys.stderr)
+fits = {}
+for o, r in pick.items():
+    try:
+        fits[o] = [resolve(os=other, product="910b", arch="x86_64", cann=r.cann, torch=r.torch).id
+                   for other in oses]
+    except AscendReadyError as exc:
+        print(f"   {r.id} does not fit both: {exc}", file=sys.stderr)
+common = next((r.id for o, r in pick.items() if o in fits), None)
+if common is None:
+    sys.exit("no one stack fits both nodes (each OS's own is shown above)")
+print(f"   both nodes take {common}", file=sys.stderr)
+print(common)
+PY
+)
+fi
+echo "-- stack: $ASCEND_DEMO_STACK"
+export ASCEND_DEMO_STACK
+
+step "1/5 bring up two simulated Atlas 800T A2 nodes: Kylin V10 SP2 and CentOS 7.6"
 "$BIN/ascend-sim" down >/dev/null 2>&1 || true
-"$BIN/ascend-sim" up 2 --profile a2-kylinv10,a2-ubuntu2204 --subnet "$SUBNET"
+"$BIN/ascend-sim" up 2 --profile a2-kylinv10,a2-centos76 --subnet "$SUBNET"
 "$BIN/ascend-sim" status
 echo "-- node01 before provisioning: the hardware is there, the vendor tools are not"
 "$BIN/ascend-sim" exec node01 -- sh -c 'lspci | grep -c "Processing accelerators"; command -v npu-smi || echo "npu-smi: not installed"'
+echo "-- what each node says it is (its C library, kernel and system Python: sim/profiles.yaml)"
+for n in node01 node02; do
+  "$BIN/ascend-sim" exec "$n" -- sh -c 'printf "   %s: %s, %s, kernel %s, %s\n" "$(hostname)" \
+    "$(. /etc/os-release; echo "$PRETTY_NAME")" "$(getconf GNU_LIBC_VERSION)" "$(uname -r)" "$(python3 -V 2>&1)"'
+done
 
 step "2/5 provision with playbooks/site.yml"
 echo "-- a local apt mirror for os_prereqs (make, dkms, gcc, kernel headers, pciutils, net-tools)   (${SECONDS}s)"

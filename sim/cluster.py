@@ -25,7 +25,7 @@ from pathlib import Path
 
 import ascend_ready
 from ascend_ready.errors import ConfigError, PrivilegeError, SimError
-from ascend_ready.sim import base, cgroup, knobs, profiles
+from ascend_ready.sim import base, cgroup, knobs, osident, profiles
 from ascend_ready.sim.net import Network
 from ascend_ready.sim.nodeinit import LENT_PYTHON_CONF
 
@@ -225,6 +225,10 @@ def up(count: int, profile_spec: str | None = None, *, subnet: str | None = None
                 note = f"{prof.os.name}: pyenv Python {prof.os.python} not found; node keeps Debian's python3"
                 log.warning(note)
                 cluster.python_fallbacks.append(note)
+        if osident.build(rd) is None:  # once here: the parallel node preparation only copies it
+            note = "no C compiler: nodes report this machine's kernel release and glibc to uname/getconf"
+            log.warning(note)
+            cluster.python_fallbacks.append(note)
         cluster.save()
         try:
             _prepare_keys(cluster)
@@ -515,6 +519,7 @@ def _write_identity(cluster: Cluster, node: Node, prof: profiles.Profile, upper:
     os.chmod(upper / "root", 0o700)
     _install_python(prof, upper, lower)
     _install_tools(prof, upper)
+    osident.install(upper, lower, prof.os, osident.build(cluster.run_dir))
 
 
 def _install_python(prof: profiles.Profile, upper: Path, lower: Path) -> None:
@@ -540,7 +545,7 @@ def _install_python(prof: profiles.Profile, upper: Path, lower: Path) -> None:
 
 def _install_tools(prof: profiles.Profile, upper: Path) -> None:
     """Fake lspci/dmesg/chronyc/lscpu/numactl from the hardware part (chronyc and numactl where their packages
-    put them), and glibc shims where the profile reports another glibc."""
+    put them)."""
     local = upper / "usr" / "local"
     places = (("lspci", local / "sbin"), ("dmesg", local / "bin"), ("chronyc", upper / "usr" / "bin"),
               ("lscpu", local / "bin"), ("numactl", upper / "usr" / "bin"))
@@ -550,10 +555,6 @@ def _install_tools(prof: profiles.Profile, upper: Path) -> None:
             where.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, where / tool)
             os.chmod(where / tool, 0o755)
-    if prof.os.glibc:
-        from ascend_ready.sim import shims
-
-        shims.write_glibc_shims(local / "bin", prof.os.glibc)
 
 
 def _whiteout(upper: Path, path: str) -> None:

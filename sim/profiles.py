@@ -28,10 +28,19 @@ class OsSpec:
     glibc: str | None
     knobs: tuple[tuple[str, str], ...] = ()  # kernel-knob values at boot that differ from knobs.DEFAULTS
     knob_choices: tuple[tuple[str, tuple[str, ...]], ...] = ()  # where the OS kernel offers other modes
+    ldd_line: str | None = None  # first line of `ldd --version`
+    ldd_year: str | None = None  # its copyright year
+    kernel: str | None = None  # `uname -r`, "{arch}" standing for the machine
+    kernel_version: str | None = None  # `uname -v`
+    python_shipped: str | None = None  # the python3 the real OS ships (the record; `python` is what runs)
 
     @property
     def files(self) -> Path:
         return OSFILES / self.name / "root"
+
+    def kernel_release(self, arch: str | None = None) -> str | None:
+        """`uname -r` on this OS: "3.10.0-957.el7.x86_64"; None where the node keeps the host's."""
+        return None if self.kernel is None else self.kernel.replace("{arch}", arch or os.uname().machine)
 
     @property
     def python_series(self) -> str | None:
@@ -77,7 +86,16 @@ def get(name: str) -> Profile:
         name=os_name, description=spec["description"], python=str(spec["python"]),
         hide=tuple(spec.get("hide") or ()), glibc=spec.get("glibc"),
         knobs=tuple(sorted((spec.get("knobs") or {}).items())),
-        knob_choices=tuple(sorted((k, tuple(v)) for k, v in (spec.get("knob_choices") or {}).items()))))
+        knob_choices=tuple(sorted((k, tuple(v)) for k, v in (spec.get("knob_choices") or {}).items())),
+        ldd_line=(spec.get("ldd") or {}).get("line"), ldd_year=(spec.get("ldd") or {}).get("year"),
+        kernel=spec.get("kernel"), kernel_version=spec.get("kernel_version"),
+        python_shipped=spec.get("python_shipped")))
+
+
+def os_specs() -> list[OsSpec]:
+    """Every OS a profile can play (one OsSpec each)."""
+    hw = next(iter(_data()["hardware"]))
+    return [get(f"{hw}-{name}").os for name in _data()["os"]]
 
 
 def assign(count: int, spec: str | None) -> list[Profile]:

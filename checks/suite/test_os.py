@@ -132,13 +132,19 @@ def wheel_glibc(tags: list[str]) -> tuple[int, int] | None:
 
     Plain `linux_*` and pure-Python tags state no floor and are left out; None when no manylinux tag.
     """
+    floor = wheel_floor(tags)
+    return floor[0] if floor else None
+
+
+def wheel_floor(tags: list[str]) -> tuple[tuple[int, int], str] | None:
+    """wheel_glibc's floor with the platform tag that sets it (`manylinux_2_28_x86_64`)."""
     needs = []
     for tag in tags:
         platform = tag.rsplit("-", 1)[-1]
         if m := re.match(r"manylinux_(\d+)_(\d+)_", platform):
-            needs.append((int(m[1]), int(m[2])))
+            needs.append(((int(m[1]), int(m[2])), platform))
         elif (legacy := platform.split("_", 1)[0]) in _MANYLINUX:
-            needs.append(_MANYLINUX[legacy])
+            needs.append((_MANYLINUX[legacy], platform))
     return min(needs) if needs else None
 
 
@@ -153,13 +159,15 @@ def wheel_glibc(tags: list[str]) -> tuple[int, int] | None:
 def test_glibc(host):
     glibc = host.glibc.version
     have = (glibc.major, glibc.minor)
-    dists = host.python_packages.packages.dists
-    evidence(f"glibc: {glibc.line}")
+    packages = host.python_packages.packages
+    dists = packages.dists
+    evidence(f"glibc: {glibc.line}", f"python: {packages.python} ({host.profile.python})")
     bad = []
     for dist in dists.values():
-        need = wheel_glibc(dist.tags)
-        if need and need > have:
-            bad.append(f"{dist.name} {dist.version} needs glibc {need[0]}.{need[1]}")
+        floor = wheel_floor(dist.tags)
+        if floor and floor[0] > have:
+            (major, minor), tag = floor
+            bad.append(f"{dist.name} {dist.version} needs glibc {major}.{minor} ({tag})")
             evidence(f"{dist.name} {dist.version}: {', '.join(dist.tags)}")
     assert not bad, f"glibc is {have[0]}.{have[1]}: " + "; ".join(bad)
     # A compiled wheel without WHEEL tags states no glibc floor: for the stack's own packages say so.

@@ -1,9 +1,10 @@
 """A local apt mirror for simulated Ubuntu-profile nodes, which cannot reach any distribution mirror:
 the os_prereqs packages with their dependencies (resolved against the node base's installed set),
-downloaded once from Debian on the controller, plus a stand-in for the running kernel's headers.
+downloaded once from Debian on the controller, plus stand-ins for the kernels' headers.
 
-No distribution ships `linux-headers-<kernel>` for the VM kernel the simulator runs on, so that one
-package is built here: an empty headers tree and the /lib/modules/<kernel>/build link, labelled as a
+A node reports the kernel of the OS it plays (3.10.0-957.el7 on CentOS 7.6, sim/osident.py), and Debian ships
+no `linux-headers-<kernel>` for those, nor for the VM kernel the simulator runs on; so one package per
+kernel is built here: an empty headers tree and the /lib/modules/<kernel>/build link, labelled as a
 stand-in. Everything else is the real Debian bookworm package.
 
 Usage: python -m ascend_ready.sim.harness.apt_mirror OUT_DIR [--serve HOST:PORT]
@@ -47,17 +48,23 @@ def download(packages=PACKAGES) -> list[Path]:
     return sorted(CACHE.glob("*.deb"))
 
 
+def headers_package(kernel: str) -> str:
+    """The stand-in's Debian package name: linux-headers-<kernel>, with `_` (x86_64 in an RPM kernel's
+    release) as `-`, since a Debian package name has none."""
+    return f"linux-headers-{kernel.lower().replace('_', '-')}"
+
+
 def kernel_headers_standin(kernel: str, out: Path) -> Path:
     """linux-headers-<kernel>: a stand-in that makes the DKMS prerequisite resolvable, nothing more."""
-    name = f"linux-headers-{kernel}"
+    name = headers_package(kernel)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "DEBIAN").mkdir()
         src = root / "usr/src" / name
         src.mkdir(parents=True)
         (src / "README.ascend-ready").write_text(
-            f"Stand-in for the headers of kernel {kernel}, built by ascend-ready's simulator: no "
-            "distribution ships headers for the VM kernel the simulated nodes share. It holds no headers.\n")
+            f"Stand-in for the headers of kernel {kernel}, built by ascend-ready's simulator: "
+            "the simulated nodes report this kernel but run the VM's. It holds no headers.\n")
         # A headers tree is recognised by its top Makefile (DKMS and ascend-check look for it).
         (src / "Makefile").write_text(f"# stand-in kbuild Makefile of {kernel} (ascend-ready simulator)\n")
         (root / "lib/modules" / kernel).mkdir(parents=True)
@@ -79,8 +86,17 @@ def _stanza(deb: Path, rel: str) -> str:
             f"MD5sum: {hashlib.md5(data).hexdigest()}\nSHA256: {hashlib.sha256(data).hexdigest()}\n")
 
 
+def node_kernels() -> list[str]:
+    """The kernel release every simulated OS reports (sim/profiles.yaml), and this machine's."""
+    from ascend_ready.sim import profiles
+
+    found = [s.kernel_release() for s in profiles.os_specs() if s.kernel]
+    return list(dict.fromkeys([*found, os.uname().release]))
+
+
 def build(out: Path, kernel: str | None = None, packages=PACKAGES) -> Path:
-    """A flat repository (`deb [trusted=yes] URL ./`) in out: the .deb files, Packages(.gz), Release."""
+    """A flat repository (`deb [trusted=yes] URL ./`) in out: the .deb files, Packages(.gz), Release; headers
+    stand-ins for `kernel`, or for every kernel a simulated OS reports (node_kernels)."""
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     for deb in download(packages):
@@ -88,7 +104,8 @@ def build(out: Path, kernel: str | None = None, packages=PACKAGES) -> Path:
             os.link(deb, out / deb.name)  # the cache and the repo share a file system: no copy
         else:
             shutil.copy(deb, out)
-    kernel_headers_standin(kernel or os.uname().release, out)
+    for release in [kernel] if kernel else node_kernels():
+        kernel_headers_standin(release, out)
     packages = "\n".join(_stanza(d, f"./{d.name}") for d in sorted(out.glob("*.deb")))
     (out / "Packages").write_text(packages)
     (out / "Packages.gz").write_bytes(gzip.compress(packages.encode(), mtime=0))
@@ -103,7 +120,8 @@ def build(out: Path, kernel: str | None = None, packages=PACKAGES) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
-    parser.add_argument("--kernel", help="kernel release of the nodes (default: this machine's)")
+    parser.add_argument("--kernel",
+                        help="kernel release of the nodes (default: every simulated OS's and this machine's)")
     args = parser.parse_args()
     print(build(args.out, args.kernel))
 

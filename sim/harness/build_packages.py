@@ -29,6 +29,7 @@ from ascend_ready.errors import SimError
 from ascend_ready.provision import matrix as mx
 from ascend_ready.provision import resolver as rv
 from ascend_ready.provision.packages import no_training_set, training_requirements, write_manifest
+from ascend_ready.provision.versions import version_key
 from ascend_ready.sim.base import cache_root
 from ascend_ready.sim.packages import build_package_dir, package_names, standalone_python, wheels
 from ascend_ready.sim.packages.builder import Stack
@@ -97,7 +98,56 @@ def _training_dependencies(torch: str, line: str | None = None) -> list[Path]:
         _run_pip(["download", "-q", "--only-binary=:all:", "--dest", str(cached), *reqs],
                  "download the training dependencies")
         done.write_text("\n".join(reqs) + "\n")
+    _older_glibc_builds(cached)
     return sorted(cached.glob("*.whl"))
+
+
+#: the glibc of the simulated OSes below this machine's (Kylin V10 2.28, CentOS 7.6 2.17, sim/profiles.yaml):
+#: their pip, reading that glibc (sim/osident.py), takes only wheels of that floor or older
+NODE_GLIBC_FLOORS = ("2.28", "2.17")
+
+
+def _manylinux_platforms(glibc: str, arch: str) -> list[str]:
+    """pip `--platform` tags a node with this glibc accepts (pip does not widen manylinux_2_NN itself)."""
+    minor = int(glibc.split(".")[1])
+    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    tags = [f"manylinux_2_{m}_{arch}" for m in range(minor, 4, -1)]
+    return tags + [f"{legacy[m]}_{arch}" for m in legacy if m <= minor]
+
+
+def _older_glibc_builds(cached: Path) -> None:
+    """Beside each downloaded wheel pip picked for this machine's newer glibc (cryptography's manylinux_2_34,
+    tensorboard-data-server's 2_31, ...), the same release's build for each older node glibc where the
+    project publishes one, else its newest release that has one (numpy 2.3+ has no glibc 2.17 build: 2.2),
+    once per cache: what pip on such a node finds on the index, and backtracks to."""
+    done = cached / ".older-glibc"
+    if done.is_file():
+        return
+    arch, py = os.uname().machine, f"{sys.version_info[0]}{sys.version_info[1]}"
+    have = [w.name for w in cached.glob("*.whl")]
+    got = []
+    for name in sorted(have):
+        floor = wheels.glibc_floor(name) or ("2.17" if "manylinux2014" in name else None)
+        dist, version = name.split("-")[:2]
+        if floor is None or dist == "torch":  # torch: relabelled with its stack's floor (training_wheels)
+            continue
+        for target in NODE_GLIBC_FLOORS:
+            fits = [n for n in have if n.split("-")[:2] == [dist, version]
+                    and version_key(wheels.glibc_floor(n) or "2.17") <= version_key(target)]
+            if version_key(floor) <= version_key(target) or fits:
+                continue
+            plats = [a for p in _manylinux_platforms(target, arch) for a in ("--platform", p)]
+            for spec in (f"{dist}=={version}", dist):
+                proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                                       "--only-binary=:all:", "--python-version", py,
+                                       "--implementation", "cp", *plats, "--dest", str(cached), spec],
+                                      capture_output=True, text=True)
+                if proc.returncode == 0:
+                    new = sorted({w.name for w in cached.glob("*.whl")} - set(have))
+                    have = [w.name for w in cached.glob("*.whl")]
+                    got.append(f"{spec} for glibc {target}: {' '.join(new) or 'already there'}")
+                    break
+    done.write_text("".join(f"{line}\n" for line in got))
 
 
 def _own_wheel(dest: Path) -> Path:
@@ -150,13 +200,17 @@ def training_wheels(wheelhouse: Path, stacks: list[Stack]) -> None:
                 _place(wheel, wheelhouse)
     if real_torch is None:
         raise SimError(f"pip download did not fetch torch {torch}", hint="check pip's find-links")
-    for version in sorted({s.torch for s in stacks}):
+    arch = os.uname().machine
+    for version, floor in sorted({(s.torch, s.glibc) for s in stacks}):
         label = f"{version}+cpu" if "+cpu" in torch else version
-        cached = _wheel_cache() / "relabelled" / real_torch.name.replace(f"-{torch}-", f"-{label}-", 1)
+        # the glibc floor of the stack's real torch wheels (manylinux2014 to 2.5, manylinux_2_28 from 2.6)
+        plat = wheels.platform_tag(floor, arch).removesuffix(f".linux_{arch}")
+        parts = real_torch.name[:-4].split("-")
+        cached = _wheel_cache() / "relabelled" / ("-".join([parts[0], label, *parts[2:-1], plat]) + ".whl")
         if not cached.is_file():
             cached.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=cached.parent) as tmp:
-                os.replace(wheels.relabel_wheel(real_torch, Path(tmp), label), cached)
+                os.replace(wheels.relabel_wheel(real_torch, Path(tmp), label, plat), cached)
         _place(cached, wheelhouse)
 
 

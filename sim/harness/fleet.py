@@ -19,6 +19,7 @@ import yaml
 
 from ascend_ready.provision.hccn import host_vars as hccn_host_vars
 from ascend_ready.provision.hccn import plan_device_nics
+from ascend_ready.sim import profiles
 
 #: where `apt-get download` keeps the .deb files nodes get (the node base is Debian bookworm)
 DEB_CACHE = Path(os.environ.get("ASCEND_READY_DEB_CACHE", "/var/cache/ascend-ready-sim/debs"))
@@ -74,14 +75,16 @@ def sim_cannot_pass(run_dir: Path, *, os_prereqs_repo: str | None = None,
             out["os.disk_free"] = (f"a node's {prof.checkpoint_dir} lies on this machine's node file system: "
                                    f"{free_gb:.1f} GB free, the profile wants {prof.min_disk_free_gb:g} GB")
     # RHEL-family nodes get headers only from rpm_prereqs.install (their dnf is a stand-in): judged here.
-    build = Path("lib/modules") / os.uname().release / "build/Makefile"
+    def build(node: dict) -> Path:  # the headers of the kernel the node reports (sim/osident.py)
+        release = profiles.get(node["profile"]).os.kernel_release() or os.uname().release
+        return Path("lib/modules") / release / "build/Makefile"
+
     rhel = sorted(n["name"] for n in nodes if n["os"] not in DEBIAN_FAMILY_OS
-                  and not (n.get("pid") and (Path(f"/proc/{n['pid']}/root") / build).exists()))
+                  and not (n.get("pid") and (Path(f"/proc/{n['pid']}/root") / build(n)).exists()))
     if os_prereqs_repo is None:
         out["os.kernel_headers"] = (
             "no package mirror reaches the nodes, so os_prereqs installs nothing and no node has headers "
-            f"for the VM kernel {os.uname().release} (sim/harness/apt_mirror.py serves a stand-in to "
-            "apt nodes)")
+            "for the kernel it reports (sim/harness/apt_mirror.py serves stand-ins to apt nodes)")
     elif rhel:
         out["os.kernel_headers"] = f"the yum/dnf stand-ins of {', '.join(rhel)} install nothing (no headers)"
     return out

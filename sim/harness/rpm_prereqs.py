@@ -48,7 +48,7 @@ def rpm_names(os_id: str, kernel: str) -> list[str]:
 
 def _debian_name(rpm: str, kernel: str) -> str:
     if rpm.startswith(("kernel-devel", "kernel-headers")):
-        return f"linux-headers-{kernel}"
+        return apt_mirror.headers_package(kernel)
     return DEBIAN_EQUIVALENT[rpm]
 
 

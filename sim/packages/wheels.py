@@ -35,15 +35,17 @@ def python_tags(python: str) -> tuple[str, str]:
 def platform_tag(glibc: str, arch: str) -> str:
     """Compressed platform tag set carrying the glibc floor: manylinux_2_17_x86_64.manylinux2014_x86_64...
 
-    `linux_<arch>` is appended because the pip 18.1 that Python 3.6 ships knows no manylinux2014 tag;
-    the floor stays readable from the manylinux_2_NN part.
+    `linux_<arch>` is appended to the 2.17 floor only, because the pip 18.1 that Python 3.6 ships knows no
+    manylinux2014 tag (the floor stays readable from the manylinux_2_NN part). A newer floor carries no such
+    alias, as the real wheels do not: a glibc 2.17 node's pip, old or new, refuses a manylinux_2_28 wheel.
     """
     if not re.fullmatch(r"2\.\d+", glibc):
         raise ConfigError(f"glibc floor {glibc!r} is not of the form 2.NN", hint="use e.g. '2.17' or '2.28'")
     tags = [f"manylinux_{glibc.replace('.', '_')}_{arch}"]
     if glibc in _LEGACY_ALIAS:
         tags.append(f"{_LEGACY_ALIAS[glibc]}_{arch}")
-    tags.append(f"linux_{arch}")
+    if glibc in _LEGACY_ALIAS:
+        tags.append(f"linux_{arch}")
     return ".".join(tags)
 
 
@@ -93,17 +95,21 @@ def build_wheel(dest: Path, name: str, version: str, python: str, glibc: str, ar
     return path
 
 
-def relabel_wheel(src: Path, dest: Path, version: str) -> Path:
+def relabel_wheel(src: Path, dest: Path, version: str, platform: str | None = None) -> Path:
     """A copy of the wheel `src` into directory `dest` whose distribution version is `version` (file name,
     .dist-info directory, METADATA and RECORD); its modules are untouched, so the code still tells its
     own version at run time (torch.__version__). How the simulator offers its one real CPU torch under a
-    stack's pinned torch version: pip, the package check and the fingerprint see the pin."""
+    stack's pinned torch version: pip, the package check and the fingerprint see the pin. `platform` (a
+    compressed tag set, platform_tag) replaces the wheel's platform tags, so that it carries the glibc floor
+    of the stack's real torch wheels (manylinux2014 up to torch 2.5, manylinux_2_28 from 2.6)."""
     parts = src.name[:-4].split("-")
     if len(parts) < 5 or not src.name.endswith(".whl"):
         raise ConfigError(f"{src}: not a wheel file name (dist-version-py-abi-plat.whl)")
     dist, old = parts[0], parts[1]
     old_info, new_info = f"{dist}-{old}.dist-info/", f"{dist}-{version}.dist-info/"
-    out = dest / ("-".join([dist, version, *parts[2:]]) + ".whl")
+    py, abi = parts[-3], parts[-2]
+    plat = platform or parts[-1]
+    out = dest / ("-".join([dist, version, *parts[2:-1], plat]) + ".whl")
     part = out.with_suffix(".part")
     record: list[str] = []
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(part, "w", compression=zipfile.ZIP_DEFLATED,
@@ -118,6 +124,10 @@ def relabel_wheel(src: Path, dest: Path, version: str) -> Path:
                 if name == f"{new_info}METADATA":
                     data = re.sub(rb"^Version: .*$", f"Version: {version}".encode(), data, count=1,
                                   flags=re.MULTILINE)
+                elif name == f"{new_info}WHEEL" and platform:
+                    kept = [ln for ln in data.decode().splitlines(keepends=True) if not ln.startswith("Tag:")]
+                    tags = [f"Tag: {py}-{abi}-{p}\n" for p in plat.split(".")]
+                    data = "".join(kept + tags).encode()
             copied = zipfile.ZipInfo(name, info.date_time)
             copied.external_attr = info.external_attr
             copied.compress_type = zipfile.ZIP_DEFLATED

@@ -178,6 +178,46 @@ def test_healthy_node_passes_every_check(node):
     assert {r.check_id for r in report.results} == set(all_checks()) - NOT_HEALTHY_IN_SIM - NO_TRAINING_VENV
 
 
+def test_the_centos_node_reports_glibc_217_python_36_and_fails_a_manylinux_2_28_torch(sim_cluster, tmp_path):
+    """node03 (a2-centos76) as ascend-check reads it over SSH: its C library's glibc 2.17 and the
+    interpreter's Python 3.6 (sim/osident.py, sim/profiles.yaml); a torch 2.6 (manylinux_2_28) in that
+    Python fails os.glibc naming the tag, as it would on a real CentOS 7.6 node."""
+    profile_path = sim_profile(tmp_path, "atlas-800t-a2")
+    targets = sim_targets(sim_cluster.inventory_path, "node03", profile_path)
+    options = PreflightOptions(select=["os.glibc"], profile=str(profile_path),
+                               fanout=FanoutOptions(probe_timeout_s=20, host_deadline_s=60))
+    (ok,) = preflight(targets, options).results
+    assert ok.status == "pass", ok.message
+    assert ok.evidence[:2] == ["glibc: glibc 2.17", "python: 3.6.15 (python3)"]
+    # into the training user's own site-packages, which the probe's interpreter lists
+    user = yaml.safe_load(profile_path.read_text())["training_user"]
+    sh(sim_cluster, f"d=$(su - {user} -c 'python3 -m site --user-site')/torch-2.6.0.dist-info && "
+                    "mkdir -p $d && echo $d > /root/torch.path && "
+                    "printf 'Wheel-Version: 1.0\\nTag: cp36-cp36m-manylinux_2_28_x86_64\\n' > $d/WHEEL",
+       "node03")
+    try:
+        (bad,) = preflight(targets, options).results
+    finally:
+        sh(sim_cluster, "rm -r $(cat /root/torch.path) /root/torch.path", "node03")
+    assert bad.status == "fail"
+    assert bad.message == "glibc is 2.17: torch 2.6.0 needs glibc 2.28 (manylinux_2_28_x86_64)"
+
+
+def test_fleet_os_tells_the_kylin_node_from_the_centos_node_by_glibc_and_kernel(sim_cluster, tmp_path):
+    """The two OSes of the mission side by side (make demo's fleet): fleet.os reads each node's own values."""
+    profile_path = sim_profile(tmp_path, "atlas-800t-a2")
+    targets = [dataclasses.replace(t, vars={**t.vars, PROFILE_VAR: str(profile_path)})
+               for t in limit_targets(load_inventory(sim_cluster.inventory_path), "node02,node03")]
+    options = PreflightOptions(select=["fleet.os"], profile=str(profile_path),
+                               fanout=FanoutOptions(probe_timeout_s=20, host_deadline_s=60))
+    results = {r.host: r for r in preflight(targets, options).results}
+    assert sorted(results) == ["node02", "node03"]
+    said = " ".join(results["node03"].evidence) + " " + results["node03"].message
+    for value in ("glibc=2.17", "kernel=3.10.0-957.el7.x86_64", "glibc=2.28",
+                  "kernel=4.19.90-24.4.v2101.ky10.x86_64"):
+        assert value in said, (value, results["node03"])
+
+
 def test_healthy_a3_node_passes_every_check(sim_cluster, tmp_path):
     # node04: Atlas A3 (8 NPUs x 2 chips, npu-smi "Ascend910"), openEuler, Python 3.9; its driver is a
     # 26.x one, so npu-smi prints the 116-column table.

@@ -1,6 +1,6 @@
 """An Ubuntu node provisioned end to end, nothing preinstalled: os_prereqs for real from a local apt
 mirror served over HTTP by the controller (the nodes reach nothing else; packages with their
-dependencies from Debian, plus a stand-in for the VM kernel's headers, see
+dependencies from Debian, plus stand-ins for the headers of the kernels the nodes report, see
 ascend_ready.sim.harness.apt_mirror), then the whole site.yml with a CANN 8.5 stack (the new layout).
 """
 

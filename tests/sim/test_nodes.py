@@ -31,6 +31,18 @@ FACTS = {  # Ansible distribution facts as on the real OS
     "node04": ("openEuler", "22.03", "22", "RedHat"),
 }
 PYTHON = {"node01": "3.11", "node02": "3.7.16", "node03": "3.6.15", "node04": "3.9.18"}
+# What each OS's C library and kernel report (sim/profiles.yaml, with sources): `ldd --version | head -1`,
+# `getconf GNU_LIBC_VERSION`, `uname -r`, `uname -v`, and the libc files in /lib64
+OS_IDENTITY = {
+    "node01": ("ldd (Ubuntu GLIBC 2.35-0ubuntu3.8) 2.35", "glibc 2.35", "5.15.0-91-generic",
+               "#101-Ubuntu SMP Tue Nov 14 13:30:08 UTC 2023", []),
+    "node02": ("ldd (GNU libc) 2.28", "glibc 2.28", "4.19.90-24.4.v2101.ky10.x86_64",
+               "#1 SMP Mon May 24 12:14:55 CST 2021", ["libc-2.28.so", "libc.so.6 -> libc-2.28.so"]),
+    "node03": ("ldd (GNU libc) 2.17", "glibc 2.17", "3.10.0-957.el7.x86_64",
+               "#1 SMP Thu Nov 8 23:39:32 UTC 2018", ["libc-2.17.so", "libc.so.6 -> libc-2.17.so"]),
+    "node04": ("ldd (GNU libc) 2.34", "glibc 2.34", "5.10.0-60.18.0.50.oe2203.x86_64",
+               "#1 SMP Wed Mar 30 03:12:24 UTC 2022", ["libc.so.6"]),
+}
 
 
 @pytest.mark.parametrize("name", NODES)
@@ -90,9 +102,63 @@ def test_python_is_the_profiles_only_one(remote, name):
     assert listed.split() == ["python3", f"python{series}"]
 
 
-def test_centos_reports_glibc_217(remote):
-    r = remote("node03", "ldd --version | head -1; getconf GNU_LIBC_VERSION; getconf PAGESIZE")
-    assert r.out.splitlines() == ["ldd (GNU libc) 2.17", "glibc 2.17", "4096"]
+@pytest.mark.parametrize("name", NODES)
+def test_each_os_reports_its_glibc_kernel_and_libc_file(remote, name):
+    ldd, getconf, release, version, libc = OS_IDENTITY[name]
+    r = remote(name, "ldd --version | head -1; getconf GNU_LIBC_VERSION; uname -r; uname -v; "
+                     "getconf PAGESIZE; ldd /bin/true | grep -c 'libc.so.6 => '; "
+                     "cd /lib64 && for f in libc-*.so libc.so.6; do [ -e \"$f\" ] && { t=$(readlink \"$f\"); "
+                     "case $t in /*|'') echo \"$f\";; *) echo \"$f -> $t\";; esac; }; done; true")
+    assert r.rc == 0, r.err
+    lines = r.out.splitlines()
+    # other getconf values and ldd's listing are the real tools' answers
+    assert lines[:6] == [ldd, getconf, release, version, "4096", "1"]
+    assert lines[6:] == libc
+    # what Python reads (Ansible's ansible_kernel is platform.release(); pip's glibc check os.confstr)
+    py = remote(name, "python3 -c 'import os, platform, ctypes; f = ctypes.CDLL(None).gnu_get_libc_version; "
+                      "f.restype = ctypes.c_char_p; print(platform.release()); "
+                      "print(os.confstr(\"CS_GNU_LIBC_VERSION\")); print(f().decode())'")
+    assert py.out.splitlines() == [release, getconf, getconf.split()[1]], py.err
+
+
+def test_pip_on_the_centos_node_refuses_a_manylinux_2_28_wheel(sim_cluster, remote, tmp_path):
+    """As on a real glibc 2.17 host: a current pip reads glibc 2.17 and refuses manylinux_2_28, naming the
+    wheel; the manylinux2014 build of the same release installs; on Kylin V10 (2.28) both do. CentOS's own
+    pip 18.1 knows no manylinux_2_28 tag at all: from a wheelhouse (--find-links, as python_env installs) it
+    finds nothing to install (a wheel named by its path it installs unchecked, real pip 18 too)."""
+    from ascend_ready.sim.packages import wheels
+
+    pip = sorted(Path("/root/.pyenv/versions").glob("3.11*/lib/python3.11/ensurepip/_bundled/pip-*.whl"))
+    if not pip:
+        pytest.skip("no pip wheel of a Python 3.11 under /root/.pyenv")
+    for floor in ("2.17", "2.28"):
+        for py in ("3.11", "3.6"):
+            wheels.build_wheel(tmp_path, "probe", "1.0", py, floor, "x86_64", {"probe/__init__.py": ""},
+                               summary="glibc probe")
+    for node in ("node02", "node03"):
+        root = Path(f"/proc/{sim_cluster.node(node).pid}/root/tmp/pip-probe")
+        root.mkdir(exist_ok=True)
+        for src in [*tmp_path.glob("*.whl"), pip[-1]]:
+            (root / src.name).write_bytes(src.read_bytes())
+    # the node's private Python 3.11 runs that pip: the C library it loads is the node's, preload included
+    whl = f"/tmp/pip-probe/{pip[-1].name}"
+    modern = (f"/opt/ascend-sim/bin/python3 {whl}/pip install --dry-run --no-deps --target /tmp/pip-probe/t "
+              "--no-index --disable-pip-version-check /tmp/pip-probe/probe-1.0-cp311-cp311-")
+    tag28 = "manylinux_2_28_x86_64.whl"
+    refused = remote("node03", modern + tag28)
+    assert refused.rc == 1
+    assert f"probe-1.0-cp311-cp311-{tag28} is not a supported wheel on this platform" in refused.err
+    # the platform tags that same pip accepts (its own packaging.tags, as it judged above): one run per node
+    tags = (f"/opt/ascend-sim/bin/python3 -c 'import sys; sys.path.insert(0, \"{whl}\"); "
+            "from pip._vendor.packaging.tags import sys_tags; p = {t.platform for t in sys_tags()}; "
+            "print(*[t in p for t in (\"manylinux2014_x86_64\", \"manylinux_2_28_x86_64\")])'")
+    assert remote("node03", tags).out == "True False\n"
+    assert remote("node02", tags).out == "True True\n"
+    old = remote("node03", "mkdir -p /tmp/pip-probe/28 && cp /tmp/pip-probe/*-cp36m-manylinux_2_28_* "
+                           "/tmp/pip-probe/28/ && python3 -m pip --version && python3 -m pip install "
+                           "--no-deps --no-index -f /tmp/pip-probe/28 --target /tmp/pip-probe/t probe")
+    assert old.out.startswith("pip 18.1 ")
+    assert old.rc == 1 and "No matching distribution found for probe" in old.err, old.out + old.err
 
 
 def test_private_interpreter_imports_the_package(remote):
@@ -107,7 +173,7 @@ def test_ansible_setup_facts_per_profile(sim_cluster):
     proc = subprocess.run(
         [str(Path(sys.executable).with_name("ansible")), "-i", str(sim_cluster.inventory_path), "all",
          "-m", "setup", "-a", "filter=ansible_distribution*,ansible_os_family,ansible_hostname,"
-                              "ansible_default_ipv4,ansible_python_version", "-o"],
+                              "ansible_default_ipv4,ansible_python_version,ansible_kernel*", "-o"],
         capture_output=True, text=True, timeout=180, env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     facts = {}
@@ -123,6 +189,7 @@ def test_ansible_setup_facts_per_profile(sim_cluster):
         assert f["ansible_hostname"] == name
         assert f["ansible_default_ipv4"]["address"] == sim_cluster.node(name).ip
         assert f["ansible_python_version"].startswith(PYTHON[name])
+        assert (f["ansible_kernel"], f["ansible_kernel_version"]) == OS_IDENTITY[name][2:4]
 
 
 def test_npu_device_nodes(sim_cluster, remote):

@@ -33,6 +33,39 @@ def test_profile_parts():
             assert knobs.parse_write(knob, value.encode(), dict(spec.knob_choices).get(knob)) == value
 
 
+def test_every_os_states_its_glibc_kernel_and_ldd_banner():
+    from ascend_ready.sim import osident
+
+    specs = {s.name: s for s in profiles.os_specs()}
+    assert sorted(specs) == ["centos76", "kylinv10", "openeuler2203", "ubuntu2204"]
+    for spec in specs.values():
+        assert spec.glibc and spec.kernel and spec.kernel_version and spec.ldd_line and spec.python_shipped
+        assert spec.ldd_line.endswith(f") {spec.glibc}")  # the banner's version is the glibc's
+        assert spec.python == "system" or spec.python_series == ".".join(spec.python_shipped.split(".")[:2])
+    centos = specs["centos76"]
+    assert osident.identity_text(centos, "aarch64") == (
+        "glibc 2.17\nrelease 3.10.0-957.el7.aarch64\nversion #1 SMP Thu Nov 8 23:39:32 UTC 2018\n")
+    assert osident.libc_links(centos)["/usr/lib64/libc.so.6"] == "libc-2.17.so"
+    assert list(osident.libc_links(specs["openeuler2203"])) == ["/usr/lib64/libc.so.6"]  # 2.34: no libc-X.so
+    debian_ldd = Path("/usr/bin/ldd").read_text()
+    text = osident.ldd_script(debian_ldd, centos)
+    assert "echo 'ldd (GNU libc) 2.17'" in text and '" "2012"' in text
+    assert "Debian GLIBC" in debian_ldd and "Debian GLIBC" not in text
+    with pytest.raises(ValueError, match="--version banner"):
+        osident.ldd_script("#!/bin/sh\nexec true\n", centos)
+
+
+def test_the_preload_library_builds_and_a_missing_compiler_is_no_failure(tmp_path, monkeypatch):
+    from ascend_ready.sim import osident
+
+    if not (os.path.exists("/usr/bin/cc") or os.path.exists("/usr/bin/gcc")):
+        pytest.skip("no C compiler here")
+    lib = osident.build(tmp_path)
+    assert lib is not None and lib.name.startswith("libosident-") and osident.build(tmp_path) == lib
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    assert osident.build(tmp_path / "other") is None
+
+
 @pytest.mark.parametrize("bad", ["a9-ubuntu2204", "a2-windows", "a2", ""])
 def test_unknown_profile_is_a_config_error(bad):
     with pytest.raises(ConfigError):

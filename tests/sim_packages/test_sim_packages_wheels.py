@@ -150,3 +150,23 @@ def test_a_relabelled_torch_is_the_stacks_version_to_pip_and_torch_npu_but_tells
     ok = run_py(Path(sys.executable), code, env=env)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout == "2.13.0+cpu 2.6.0\n2.6.0+cpu\n"
+
+
+def test_a_relabelled_torch_carries_the_stacks_glibc_floor(tmp_path):
+    """torch 2.1's real wheels are manylinux2014: relabelled for such a stack, this machine's manylinux_2_28
+    CPU torch says so in its file name and WHEEL tags, which is what pip and os.glibc read on the node."""
+    import zipfile
+
+    from ascend_ready.sim.packages import wheels
+
+    real = wheels.build_wheel(tmp_path, "torch", "2.13.0+cpu", "3.11", "2.28", "x86_64",
+                              wheels.torch_files("2.13.0+cpu"), summary="stands for the real CPU torch")
+    plat = "manylinux_2_17_x86_64.manylinux2014_x86_64"
+    (tmp_path / "out").mkdir()
+    relabelled = wheels.relabel_wheel(real, tmp_path / "out", "2.1.0+cpu", plat)
+    assert relabelled.name == f"torch-2.1.0+cpu-cp311-cp311-{plat}.whl"
+    with zipfile.ZipFile(relabelled) as zf:
+        wheel = zf.read("torch-2.1.0+cpu.dist-info/WHEEL").decode()
+    assert [ln for ln in wheel.splitlines() if ln.startswith("Tag:")] == [
+        "Tag: cp311-cp311-manylinux_2_17_x86_64", "Tag: cp311-cp311-manylinux2014_x86_64"]
+    assert wheels.glibc_floor(relabelled.name) == "2.17"
