@@ -477,7 +477,10 @@ class Scanner:
                 continue
             groups = _Defaults({k: v for k, v in m.groupdict().items() if v is not None})
             if "rc" in groups:  # an HCCL call's return code, named (HcclResult)
-                name = self._catalog.book.hccl_results.codes.get(groups["rc"])
+                rc = groups["rc"]
+                if rc[:2] in ("0x", "0X"):  # HCCL's errNo form: 0x05000002 is module 5 (HCCL), result 2
+                    rc = str(int(rc, 16) & 0xFFFF)
+                name = self._catalog.book.hccl_results.codes.get(rc)
                 groups["hccl_result"] = f" = {name}" if name else ""
             code = entry.code.format_map(groups)
             if entry.kind != "wrapper":
@@ -742,8 +745,20 @@ def _actor_text(hit: _Hit) -> str | None:
     return f"{kind} {value}{where}"
 
 
+def _is_acl_number(h: _Hit) -> bool:
+    """A numeric ACL/runtime return code the catalog named (no signature entry of its own): what a call
+    returned, reported again by the CANN error message (E?xxxx) printed under it."""
+    return h.entry.family == "code" and h.code.isdigit()
+
+
 def _explainer(h: _Hit, hits: list[_Hit]) -> _Hit | None:
-    """The finding this one reports again (entry.explained_by), the same actor's first."""
+    """The finding this one reports again (entry.explained_by), the same actor's first. A bare ACL return
+    code is explained by a CANN error code (E?xxxx, more specific) in the same error report."""
+    if _is_acl_number(h):
+        cann = [g for g in hits if g is not h and g.code[:1] == "E" and g.kind != "wrapper"
+                and _compatible(g.actor, h.actor) and _near(g, h)]
+        if cann:
+            return cann[0]
     if not h.entry.explained_by:
         return None
     found = [g for g in hits if g is not h and g.entry.id in h.entry.explained_by]
