@@ -68,9 +68,9 @@ def test_a_code_is_found_whatever_stands_around_it(tmp_path):
 
 def test_hccl_errno_in_hex_names_its_hccl_result(tmp_path):
     log = tmp_path / "job.log"
-    log.write_text(_lines("heldout/hccl-init-rootinfo-failed_gpustack-2021.log")[0] + "\n")
+    log.write_text(_lines("dev/hccl-init-rootinfo-failed_gpustack-2021.log")[0] + "\n")  # errNo[0x05000002]
     [finding] = diagnose_paths([log]).findings
-    assert "HCCL_E_PTR" in finding.title or "HCCL_E_PTR" in finding.code or "= HCCL_E_PTR" in finding.title
+    assert finding.id == "hccl-init-failed" and finding.code == "HcclCommInitRootInfo = HCCL_E_PTR"
 
 
 @pytest.mark.parametrize("name", [
@@ -138,7 +138,7 @@ def test_rotated_gz_logs_are_read_and_unreadable_ones_named(tmp_path):
     (tmp_path / "train.log.1.zst").write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 32)
     (tmp_path / "train.log").write_text("ok\n")
     report = diagnose_paths([tmp_path])
-    assert [f.code for f in report.findings if f.role == "cause"][0] == "EI0009"
+    assert next(f.code for f in report.findings if f.role == "cause") == "EI0009"
     assert report.findings[0].evidence[0].file.endswith("plog-1.log.gz")
     assert report.skipped == [str(tmp_path / "train.log.1.zst")]
     assert f"skipped (not read): {tmp_path / 'train.log.1.zst'}" in render_text(report)
@@ -146,7 +146,8 @@ def test_rotated_gz_logs_are_read_and_unreadable_ones_named(tmp_path):
 
 def test_gbk_encoded_lines_are_decoded_without_mojibake(tmp_path):
     # the torch_npu run of Ascend/pytorch#10 ran from a Chinese home directory (下载); saved on a GBK locale
-    clean = REPO / "tests/diagnose/data" / "clean_torch-npu-train_pytorch-10_transformers-24879_fastchat-2422.log"
+    data = REPO / "tests/diagnose/data"
+    clean = data / "clean_torch-npu-train_pytorch-10_transformers-24879_fastchat-2422.log"
     text = clean.read_text(encoding="utf-8")
     err = _lines("dev/libhccl-missing-docker_paddleocr-npu-7.log")
     path_line = next(line for line in text.splitlines() if "下载" in line)
