@@ -33,6 +33,7 @@ from ascend_ready.checks.diagnose.model import (
     load_code_book,
     load_knowledge_base,
 )
+from ascend_ready.checks.diagnose.vendor import VendorGraph, load_vendor_graph
 from ascend_ready.errors import ConfigError
 
 __all__ = ["LOG_SUFFIXES", "NotALogError", "Scanner", "diagnose_paths", "iter_log_files"]
@@ -323,8 +324,9 @@ class Scanner:
     """Feed it files or byte streams, then take `report()`."""
 
     def __init__(self, kb: KnowledgeBase | None = None, codes: CodeBook | None = None, *,
-                 progress: ProgressFn | None = None, total_bytes: int = 0):
+                 progress: ProgressFn | None = None, total_bytes: int = 0, vendor: VendorGraph | None = None):
         self.kb = kb or load_knowledge_base()
+        self._kg = vendor or load_vendor_graph()
         self._catalog = _Catalog(codes or load_code_book(), self.kb.macros.get("RT", r"error code is\s*"))
         self._prefilter = [re.compile(p.encode()) for p in self.kb.prefilter]
         self._entries = [
@@ -536,6 +538,14 @@ class Scanner:
             self._seq += 1
             hit.add(Evidence(file=state.name, line=lineno, text=_shown(text, 0)), self._seq)
             state.last_line = lineno
+            return
+        last = state.last_hit
+        for ent in self._kg.match(text):  # the vendor's graph, on lines none of ours knows
+            entry = self._kg.entry(ent.family)
+            self._record(entry, ent.code, self._kg.title(ent), "fault", entry.effective_layer, text, lineno,
+                         state, ctx, 0, None)
+        if last is not None and state.last_hit is not last and _is_vendor(state.last_hit):
+            state.last_hit = last  # CANN's stack lines still join our finding above
 
     def _record(self, entry: Entry, code: str, title: str, kind: str, layer: str, text: str, lineno: int,
                 state: _FileState, ctx: dict, at: int, node: str | None) -> None:
@@ -602,6 +612,7 @@ class Scanner:
             else:
                 into.absorb(hit)
         hits = _merge_unattributed(sorted(merged.values(), key=lambda h: h.seq))
+        hits = _drop_named_by_entries(hits)
         hits = _drop_envelopes(hits)
         hits.sort(key=functools.cmp_to_key(_before))
         return DiagnoseReport(
@@ -700,6 +711,29 @@ def _merge_unattributed(hits: list[_Hit]) -> list[_Hit]:
     return out
 
 
+def _is_vendor(h: _Hit) -> bool:
+    return h.entry.id.startswith("kg-")
+
+
+def _drop_named_by_entries(hits: list[_Hit]) -> list[_Hit]:
+    """A finding of the vendor's graph whose line an entry of ours (or a documented code) also named is that
+    entry's finding again: only the graph's findings on lines nothing else knows stand."""
+    named = {(e.file, e.line) for h in hits if not _is_vendor(h) for e in h.evidence}
+    ours = [h for h in hits if not _is_vendor(h)]
+    kept = []
+    for h in hits:
+        if not _is_vendor(h):
+            kept.append(h)
+            continue
+        if any((e.file, e.line) in named for e in h.evidence):
+            continue
+        # in the error report of one of our findings the graph says the same again, less precisely
+        if any(_compatible(g.actor, h.actor) and _near(g, h) for g in ours):
+            continue
+        kept.append(h)
+    return kept
+
+
 def _is_catch_all(h: _Hit) -> bool:
     return h.entry.family == "python" and h.kind == "wrapper"
 
@@ -771,6 +805,8 @@ def _before(a: _Hit, b: _Hit) -> int:
         by_layer = LAYER_ORDER[a.layer] - LAYER_ORDER[b.layer]
         if by_layer:
             return by_layer
+    elif _is_vendor(a) != _is_vendor(b) and _near(a, b):
+        return 1 if _is_vendor(a) else -1  # in one error report our specific finding comes before the graph's
     elif a.actor == b.actor and _near(a, b):
         by_layer = LAYER_ORDER[a.layer] - LAYER_ORDER[b.layer]
         if by_layer:
@@ -801,6 +837,11 @@ def _is_acl_number(h: _Hit) -> bool:
 def _explainer(h: _Hit, hits: list[_Hit]) -> _Hit | None:
     """The finding this one reports again (entry.explained_by), the same actor's first. A bare ACL return
     code is explained by a CANN error code (E?xxxx, more specific) in the same error report."""
+    if _is_vendor(h):  # the graph's rules: an entity another found entity leads to is its consequence
+        causes = load_vendor_graph().causes_of(h.code)
+        found = [g for g in hits if g is not h and g.code in causes]
+        if found:
+            return found[0]
     if _is_acl_number(h):
         cann = [g for g in hits if g is not h and g.code[:1] == "E" and g.kind != "wrapper"
                 and _compatible(g.actor, h.actor) and _near(g, h)]
