@@ -199,3 +199,39 @@ def test_every_fix_is_right_for_its_codes_documented_meaning():
         assert "support" in entry.fix, (code, name)
         checked += 1
     assert checked >= 30
+
+
+# Lines of MindCluster ascend-fd's own test logs (Ascend/mind-cluster@22bb3d98,
+# component/ascend-faultdiag/test/st_module_testcase/kg_parse/...): entities only its graph knows.
+_KG_LINES = {
+    "dl_log/ascend-docker-runtime/runtime-run.log": (
+        "[INFO]     2024/01/10 03:29:09.354927 1       hwlog/api.go:108    failed to check files, owner not "
+        "right /usr/bin/runc xxxx", "kg-mindx", "AISW_MindX_Docker_Runtime_02"),
+    "slog/host/host_kernel.log": (
+        "[2025-04-16-03:08:13.704360] [ascend] [drv_pcie] [INFO] [devdrv_init_dev_num 2248] "
+        "<systemd-udevd:4853:4853> DMA copy failed", "kg-driver", "AISW_CANN_DRV_PCIE_046"),
+}
+
+
+@pytest.mark.parametrize("where", sorted(_KG_LINES))
+def test_an_entity_only_the_vendor_graph_knows_gets_our_familys_fix(tmp_path, where):
+    line, family, code = _KG_LINES[where]
+    log = tmp_path / "job.log"
+    log.write_text(line + "\n")
+    [finding] = diagnose_paths([log]).findings
+    assert (finding.id, finding.code, finding.role) == (family, code, "cause")
+    assert finding.fix and finding.check_ids and "ascend-fd knowledge graph" in finding.title
+    assert finding.sources == ["Ascend/mind-cluster:component/ascend-faultdiag/src/ascend_fd/configuration/"
+                               "kg-config.json"]
+
+
+def test_the_vendor_graph_is_carried_whole_and_each_entity_finds_its_own_keywords():
+    from ascend_ready.checks.diagnose.vendor import load_vendor_graph
+
+    graph = load_vendor_graph()
+    assert len(graph.entities) >= 600 and set(graph.families) >= {"driver", "runtime", "hccl", "mindie", "vllm"}
+    for e in graph.entities:
+        for group in e.in_:
+            assert e.code in {m.code for m in graph.match(" ".join(group))}, (e.code, group)
+    for fam in graph.families.values():
+        assert fam.fix and fam.causes and fam.check_ids
