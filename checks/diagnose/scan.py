@@ -108,6 +108,8 @@ _STACK_RE = re.compile(
 # `module_name=EE8888`; never inside a word, a path or a hex number.
 _CANN_CODE_RE = re.compile(r"(?<![\w./\\-])(E[0-9A-Z]\d{4})(?=[:\[(\]),]|\s|\.(?!\w)|$)")
 _ACL_NAME_RE = re.compile(r"\b(ACL_ERROR_[A-Z0-9_]+)\b")
+#: A line the vendor graph is tried on says it is an error or a failure (`in` tests: cheaper than a regex).
+_ERROR_WORDS = ("rror", "ail", "xception", "[ERROR]", "ERROR ", "FAIL", "nvalid", "refused", "enied")
 
 _ts_key = tuple[int, ...]
 Actor = tuple[str, "int | str"]
@@ -539,6 +541,8 @@ class Scanner:
             hit.add(Evidence(file=state.name, line=lineno, text=_shown(text, 0)), self._seq)
             state.last_line = lineno
             return
+        if not any(w in text for w in _ERROR_WORDS):
+            return  # the graph's entities are error lines; a warning that passed the prefilter is none
         last = state.last_hit
         for ent in self._kg.match(text):  # the vendor's graph, on lines none of ours knows
             entry = self._kg.entry(ent.family)

@@ -78,7 +78,10 @@ class VendorGraph(_Model):
             for name, fam in self.families.items()
         }
         # groups with no whole word to index by are tested on every line (self._scan)
-        self._regexes = [(e, re.compile(e.regex)) for e in self.entities if e.regex]
+        # a regex is tried only on lines holding the literal every match of it contains; one without (the
+        # graph's generic CANN-code and ERRxxxxx patterns) is what signatures.yml and codes.yml already read
+        self._regexes = [(e, lit, re.compile(e.regex)) for e in self.entities if e.regex
+                         if (lit := _required_literal(e.regex)) is not None]
         for e in self.entities:
             for group in e.in_:
                 words = [w for kw in group for w in _INNER_WORD_RE.findall(f" {kw} ")]
@@ -108,10 +111,16 @@ class VendorGraph(_Model):
         for e, group in (*candidates, *self._scan):
             if e.code not in found and _in_order(group, text):
                 found[e.code] = e
-        for e, rx in self._regexes:
-            if e.code not in found and rx.search(text):
+        for e, lit, rx in self._regexes:
+            if lit in text and e.code not in found and rx.search(text):
                 found[e.code] = e
         return list(found.values())
+
+
+def _required_literal(pattern: str) -> str | None:
+    from ascend_ready.checks.diagnose.scan import _required_literal as literal  # scan imports this module
+
+    return literal(pattern)
 
 
 def _in_order(keywords: list[str], text: str) -> bool:
