@@ -221,6 +221,23 @@ class HcclResults(_Model):
         return _check_sources(v)
 
 
+class CodeMeaning(_Model):
+    """A kind of failure a code's vendor name states (NOT_SUPPORT, NO_DEVICE): its causes and fix replace the
+    family's for every code whose name matches."""
+
+    match: str = Field(description="regex searched in the vendor's identifier of the code")
+    meaning: str
+    causes: list[str] = Field(min_length=1)
+    fix: str
+    check_ids: list[str]
+
+    @field_validator("match")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        _compile(v, f"meaning {v!r}")
+        return v
+
+
 class CodeBook(_Model):
     """codes.yml: every documented CANN error code, ACL/runtime return code and HcclResult, by family."""
 
@@ -228,6 +245,13 @@ class CodeBook(_Model):
     cann: list[CodeFamily] = Field(min_length=1)
     acl: list[CodeFamily] = Field(min_length=1)
     hccl_results: HcclResults
+    meanings: list[CodeMeaning] = Field(default_factory=list)
+
+    def meaning(self, name: str | None) -> CodeMeaning | None:
+        """The meaning the vendor's name of a code states, if one of `meanings` matches it."""
+        if not name:
+            return None
+        return next((m for m in self.meanings if re.search(m.match, name)), None)
 
     @model_validator(mode="after")
     def _consistent(self) -> CodeBook:

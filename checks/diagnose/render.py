@@ -42,6 +42,8 @@ def _summary(report: DiagnoseReport) -> str:
 def render_text(report: DiagnoseReport) -> str:
     """Every finding with its causes, fix, the checks that catch it and the lines it matched."""
     out = [_summary(report)]
+    if report.skipped:
+        out.append(f"skipped (not read): {', '.join(report.skipped)}")
     explained: dict[str, int] = {}  # entry id -> the finding that printed its causes and fix
     for i, f in enumerate(report.findings, 1):
         out.append(f"{i}. [{_role(f)}] {f.code}{_where(f)}: {f.title}")

@@ -7,11 +7,15 @@ Memory is bounded by the chunk size plus at most 20 evidence lines per finding; 
 
 from __future__ import annotations
 
+import bz2
 import functools
+import gzip
+import lzma
 import os
 import re
 import sys
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +33,7 @@ from ascend_ready.checks.diagnose.model import (
     load_code_book,
     load_knowledge_base,
 )
+from ascend_ready.checks.diagnose.vendor import VendorGraph, load_vendor_graph
 from ascend_ready.errors import ConfigError
 
 __all__ = ["LOG_SUFFIXES", "NotALogError", "Scanner", "diagnose_paths", "iter_log_files"]
@@ -52,6 +57,9 @@ STACK_GAP = 8
 SNIFF_BYTES = 8192
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zstd",
                b"PK\x03\x04": "zip"}
+#: The compressed forms the standard library reads: a rotated log is read through them.
+_READABLE = {b"\x1f\x8b": lambda fh: gzip.GzipFile(fileobj=fh), b"BZh": bz2.BZ2File,
+             b"\xfd7zXZ": lzma.LZMAFile}
 #: Progress: the first line after this many seconds of scanning, then one every PROGRESS_EVERY_S.
 PROGRESS_AFTER_S = 1.0
 PROGRESS_EVERY_S = 5.0
@@ -59,6 +67,8 @@ PROGRESS_EVERY_S = 5.0
 #: Files a directory walk reads: logs and captured outputs. Named files are always read.
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 _LOG_NAME_RE = re.compile(r"^(?:plog|device|dmesg|stdout|stderr)")
+#: Rotated and compressed logs a walk also reads: train.log.1, plog-1.log.gz, stdout.log.2.xz.
+_ROTATED_RE = re.compile(r"\.(?:log|txt|out|err)(?:\.\d+)?(?:\.(?:gz|bz2|xz|zst))?$")
 
 # Who wrote a line. torch prefixes a rank's traceback with `[rank3]:` (vllm-ascend#486), torchrun `--tee`
 # with `[default3]:` (role + local rank); torch_npu's PTA line says `(PID:1292363, Device:1, RankID:1)`;
@@ -98,6 +108,8 @@ _STACK_RE = re.compile(
 # `module_name=EE8888`; never inside a word, a path or a hex number.
 _CANN_CODE_RE = re.compile(r"(?<![\w./\\-])(E[0-9A-Z]\d{4})(?=[:\[(\]),]|\s|\.(?!\w)|$)")
 _ACL_NAME_RE = re.compile(r"\b(ACL_ERROR_[A-Z0-9_]+)\b")
+#: A line the vendor graph is tried on says it is an error or a failure (`in` tests: cheaper than a regex).
+_ERROR_WORDS = ("rror", "ail", "xception", "[ERROR]", "ERROR ", "FAIL", "nvalid", "refused", "enied")
 
 _ts_key = tuple[int, ...]
 Actor = tuple[str, "int | str"]
@@ -253,7 +265,8 @@ class _Catalog:
         fam = self.book.family(code)
         cann = code.startswith("E")
         documented = fam is not None and code in fam.codes
-        entry = self._entry(fam, cann)
+        meaning = self.book.meaning(fam.codes[code]) if documented else None
+        entry = self._entry(fam, cann) if meaning is None else self._meant(fam, cann, meaning)
         if documented:
             name = fam.codes[code]
             what = name.replace("_", " ") if name else "documented code"
@@ -264,6 +277,17 @@ class _Catalog:
             title = f"unknown CANN code {code}{where}" if cann else f"unknown ACL return code {code}{where}"
             kind = "fault"
         return entry, title, kind
+
+    def _meant(self, fam: CodeFamily, cann: bool, meaning) -> Entry:
+        """The family's entry with the causes and fix of what the code's own name says it means."""
+        key = (fam.id, "cann" if cann else "acl", meaning.match)
+        if key not in self._entries:
+            base = self._entry(fam, cann)
+            self._entries[key] = base.model_copy(update={
+                "causes": [f"{meaning.meaning} (the message after the code names what)", *meaning.causes],
+                "fix": meaning.fix, "check_ids": list(meaning.check_ids),
+            })
+        return self._entries[key]
 
     def _entry(self, fam: CodeFamily | None, cann: bool) -> Entry:
         key = (fam.id if fam else "unknown", "cann" if cann else "acl")
@@ -302,8 +326,9 @@ class Scanner:
     """Feed it files or byte streams, then take `report()`."""
 
     def __init__(self, kb: KnowledgeBase | None = None, codes: CodeBook | None = None, *,
-                 progress: ProgressFn | None = None, total_bytes: int = 0):
+                 progress: ProgressFn | None = None, total_bytes: int = 0, vendor: VendorGraph | None = None):
         self.kb = kb or load_knowledge_base()
+        self._kg = vendor or load_vendor_graph()
         self._catalog = _Catalog(codes or load_code_book(), self.kb.macros.get("RT", r"error code is\s*"))
         self._prefilter = [re.compile(p.encode()) for p in self.kb.prefilter]
         self._entries = [
@@ -349,7 +374,14 @@ class Scanner:
         name = name or str(path)
         try:
             with open(path, "rb") as fh:
-                self.scan_stream(fh, name, node=node)
+                head = fh.read(6)
+                fh.seek(0)
+                opener = next((op for magic, op in _READABLE.items() if head.startswith(magic)), None)
+                if opener is None:
+                    self.scan_stream(fh, name, node=node)
+                else:  # a rotated or bundled log (plog-1.log.gz, train.log.1.gz): read through it
+                    with opener(fh) as inner:
+                        self.scan_stream(inner, name, node=node)
         except PermissionError:
             raise ConfigError(
                 f"cannot read {name}: permission denied",
@@ -357,7 +389,13 @@ class Scanner:
             ) from None
         except IsADirectoryError:
             raise ConfigError(f"cannot read {name}: is a directory") from None
+        except (EOFError, lzma.LZMAError, zlib.error) as exc:
+            raise NotALogError(f"{name}: a damaged or truncated compressed file ({exc})",
+                               hint=f"check the file (gzip -t {name}) or give the uncompressed log") from None
         except OSError as exc:
+            if isinstance(exc, gzip.BadGzipFile):
+                raise NotALogError(f"{name}: a damaged compressed file ({exc})",
+                                   hint=f"check the file (gzip -t {name})") from None
             raise ConfigError(f"cannot read {name}: {exc.strerror or exc}") from None
 
     def scan_stream(self, fh: BinaryIO, name: str, *, node: str | None = None) -> None:
@@ -432,7 +470,7 @@ class Scanner:
             line += block.count(b"\n", prev, start)
             prev = start
             raw = block[start : spans[start]]
-            self._line(raw.decode("utf-8", "replace").rstrip("\r"), line + 1, state)
+            self._line(_decode(raw).rstrip("\r"), line + 1, state)
         return line + block.count(b"\n", prev) - lineno
 
     # ------------------------------------------------------------ matching
@@ -477,7 +515,10 @@ class Scanner:
                 continue
             groups = _Defaults({k: v for k, v in m.groupdict().items() if v is not None})
             if "rc" in groups:  # an HCCL call's return code, named (HcclResult)
-                name = self._catalog.book.hccl_results.codes.get(groups["rc"])
+                rc = groups["rc"]
+                if rc[:2] in ("0x", "0X"):  # HCCL's errNo form: 0x05000002 is module 5 (HCCL), result 2
+                    rc = str(int(rc, 16) & 0xFFFF)
+                name = self._catalog.book.hccl_results.codes.get(rc)
                 groups["hccl_result"] = f" = {name}" if name else ""
             code = entry.code.format_map(groups)
             if entry.kind != "wrapper":
@@ -499,6 +540,16 @@ class Scanner:
             self._seq += 1
             hit.add(Evidence(file=state.name, line=lineno, text=_shown(text, 0)), self._seq)
             state.last_line = lineno
+            return
+        if not any(w in text for w in _ERROR_WORDS):
+            return  # the graph's entities are error lines; a warning that passed the prefilter is none
+        last = state.last_hit
+        for ent in self._kg.match(text):  # the vendor's graph, on lines none of ours knows
+            entry = self._kg.entry(ent.family)
+            self._record(entry, ent.code, self._kg.title(ent), "fault", entry.effective_layer, text, lineno,
+                         state, ctx, 0, None)
+        if last is not None and state.last_hit is not last and _is_vendor(state.last_hit):
+            state.last_hit = last  # CANN's stack lines still join our finding above
 
     def _record(self, entry: Entry, code: str, title: str, kind: str, layer: str, text: str, lineno: int,
                 state: _FileState, ctx: dict, at: int, node: str | None) -> None:
@@ -565,12 +616,26 @@ class Scanner:
             else:
                 into.absorb(hit)
         hits = _merge_unattributed(sorted(merged.values(), key=lambda h: h.seq))
+        hits = _drop_named_by_entries(hits)
         hits = _drop_envelopes(hits)
         hits.sort(key=functools.cmp_to_key(_before))
         return DiagnoseReport(
             findings=_with_roles(hits), files=list(self.files), lines=self.lines, bytes=self.bytes,
             skipped=list(self.skipped),
         )
+
+
+def _decode(raw: bytes) -> str:
+    """A line as text: UTF-8 when it is valid UTF-8, else GB18030 (CANN's plogs and messages on a Chinese
+    locale are GBK, a subset), else UTF-8 with the bad bytes replaced."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    try:
+        return raw.decode("gb18030")
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "replace")
 
 
 def _shown(text: str, at: int) -> str:
@@ -650,6 +715,29 @@ def _merge_unattributed(hits: list[_Hit]) -> list[_Hit]:
     return out
 
 
+def _is_vendor(h: _Hit) -> bool:
+    return h.entry.id.startswith("kg-")
+
+
+def _drop_named_by_entries(hits: list[_Hit]) -> list[_Hit]:
+    """A finding of the vendor's graph whose line an entry of ours (or a documented code) also named is that
+    entry's finding again: only the graph's findings on lines nothing else knows stand."""
+    named = {(e.file, e.line) for h in hits if not _is_vendor(h) for e in h.evidence}
+    ours = [h for h in hits if not _is_vendor(h)]
+    kept = []
+    for h in hits:
+        if not _is_vendor(h):
+            kept.append(h)
+            continue
+        if any((e.file, e.line) in named for e in h.evidence):
+            continue
+        # in the error report of one of our findings the graph says the same again, less precisely
+        if any(_compatible(g.actor, h.actor) and _near(g, h) for g in ours):
+            continue
+        kept.append(h)
+    return kept
+
+
 def _is_catch_all(h: _Hit) -> bool:
     return h.entry.family == "python" and h.kind == "wrapper"
 
@@ -721,6 +809,8 @@ def _before(a: _Hit, b: _Hit) -> int:
         by_layer = LAYER_ORDER[a.layer] - LAYER_ORDER[b.layer]
         if by_layer:
             return by_layer
+    elif _is_vendor(a) != _is_vendor(b) and _near(a, b):
+        return 1 if _is_vendor(a) else -1  # in one error report our specific finding comes before the graph's
     elif a.actor == b.actor and _near(a, b):
         by_layer = LAYER_ORDER[a.layer] - LAYER_ORDER[b.layer]
         if by_layer:
@@ -742,8 +832,25 @@ def _actor_text(hit: _Hit) -> str | None:
     return f"{kind} {value}{where}"
 
 
+def _is_acl_number(h: _Hit) -> bool:
+    """A numeric ACL/runtime return code the catalog named (no signature entry of its own): what a call
+    returned, reported again by the CANN error message (E?xxxx) printed under it."""
+    return h.entry.family == "code" and h.code.isdigit()
+
+
 def _explainer(h: _Hit, hits: list[_Hit]) -> _Hit | None:
-    """The finding this one reports again (entry.explained_by), the same actor's first."""
+    """The finding this one reports again (entry.explained_by), the same actor's first. A bare ACL return
+    code is explained by a CANN error code (E?xxxx, more specific) in the same error report."""
+    if _is_vendor(h):  # the graph's rules: an entity another found entity leads to is its consequence
+        causes = load_vendor_graph().causes_of(h.code)
+        found = [g for g in hits if g is not h and g.code in causes]
+        if found:
+            return found[0]
+    if _is_acl_number(h):
+        cann = [g for g in hits if g is not h and g.code[:1] == "E" and g.kind != "wrapper"
+                and _compatible(g.actor, h.actor) and _near(g, h)]
+        if cann:
+            return cann[0]
     if not h.entry.explained_by:
         return None
     found = [g for g in hits if g is not h and g.entry.id in h.entry.explained_by]
@@ -839,7 +946,7 @@ def _walk(paths: Iterable[str | Path]) -> Iterator[tuple[Path | None, str, bool]
             for root, dirs, files in os.walk(path):
                 dirs.sort()
                 for fname in sorted(files):
-                    if fname.endswith(LOG_SUFFIXES) or _LOG_NAME_RE.match(fname):
+                    if fname.endswith(LOG_SUFFIXES) or _LOG_NAME_RE.match(fname) or _ROTATED_RE.search(fname):
                         found = True
                         full = Path(root, fname)
                         yield full, str(full), False
@@ -895,7 +1002,56 @@ def diagnose_paths(paths: Sequence[str | Path], kb: KnowledgeBase | None = None,
             scanner.skipped.append(name)  # a binary file a directory walk found: not a log
             if progress is not None:
                 progress(f"diagnose: skipped {exc.message}")
-    return scanner.report()
+    report = scanner.report()
+    if any(f.id == "npu-oom" for f in report.findings):
+        sleeping = _sleep_mode_evidence([p for p, _n, _named in inputs if p is not None])
+        if sleeping:
+            report = _oom_advice_for_sleep_mode(report, sleeping)
+    return report
+
+
+#: A run whose rollout sleeps (vLLM sleep mode in a colocated RL job: verl, ms-swift, trl, OpenRLHF).
+_SLEEP_RE = re.compile(
+    rb"VLLM_ENABLE_SLEEP_MODE|enable_sleep_mode|free_cache_engine\s*[=:]\s*True|Sleep mode freed"
+    rb"|seconds to fall asleep|vllm_enable_sleep|sleep_level"
+)
+_SLEEP_FIX = (
+    "This run sleeps its vLLM rollout between steps (colocated RL): do NOT set "
+    "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True, sleep mode cannot release virtual-memory segments "
+    "(set expandable_segments:False). Lower the rollout's gpu_memory_utilization (e.g. 0.6 -> 0.4) and the "
+    "actor's micro batch or max length, offload the actor's params/optimizer while the rollout runs, and "
+    "stop leftover processes (npu-smi info)."
+)
+
+
+def _sleep_mode_evidence(paths: list[Path]) -> str | None:
+    """The first line that shows the rollout sleeps, read again only when an NPU OOM was found."""
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(6)
+                fh.seek(0)
+                opener = next((op for magic, op in _READABLE.items() if head.startswith(magic)), None)
+                stream = opener(fh) if opener else fh
+                for raw in stream:
+                    if _SLEEP_RE.search(raw):
+                        return _decode(raw).strip()[:MAX_TEXT]
+        except (OSError, EOFError, lzma.LZMAError, zlib.error):
+            continue
+    return None
+
+
+def _oom_advice_for_sleep_mode(report: DiagnoseReport, line: str) -> DiagnoseReport:
+    findings = []
+    for f in report.findings:
+        if f.id == "npu-oom":
+            f = f.model_copy(update={
+                "fix": _SLEEP_FIX,
+                "causes": [*f.causes, f"the rollout sleeps between steps (\"{line[:200]}\"): its memory "
+                           "must be released by sleep mode, which expandable segments break"],
+            })
+        findings.append(f)
+    return report.model_copy(update={"findings": findings})
 
 
 def _size(path: Path) -> int:

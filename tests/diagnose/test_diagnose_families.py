@@ -176,11 +176,14 @@ def test_an_undocumented_code_is_still_reported(tmp_path):
         "EI0999: [PID: 9] 2026-01-01-00:00:01.000.000 A newer HCCL code.",
         "RuntimeError: NPU function error: aclrtFoo, error code is 507999",
     ])
-    assert [(f.code, f.title) for f in report.findings] == [
+    by_code = {f.code: f for f in report.findings}
+    assert [(c, by_code[c].title) for c in ("EX1234", "EI0999", "507999")] == [
         ("EX1234", "unknown CANN code EX1234"),
         ("EI0999", "unknown CANN code EI0999 (HCCL (collective communication))"),
         ("507999", "unknown ACL return code 507999 (ACL/runtime return code (internal or device failure))"),
     ]
+    # the bare return code is what the call returned; the CANN codes of the same report say why
+    assert by_code["507999"].role == "consequence" and by_code["EX1234"].role == "cause"
 
 
 @pytest.mark.parametrize(

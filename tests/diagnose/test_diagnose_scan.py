@@ -51,7 +51,8 @@ def test_non_utf8_bytes_and_late_nul_bytes_do_not_crash():
     ("head", "says"),
     [
         (b"\x7fELF\x02\x01\x01\x00\x00\x00", "binary file"),  # a core dump or an executable
-        (b"\x1f\x8b\x08\x00", "gzip-compressed"),  # plog-123.log.gz from a support bundle
+        (b"\x28\xb5\x2f\xfd", "zstd-compressed"),  # a zstd bundle the standard library cannot read
+        (b"\x1f\x8b\x08\x00", "damaged or truncated compressed file"),  # gzip is read; this one is broken
     ],
 )
 def test_a_named_binary_file_is_refused_naming_it(tmp_path, head, says):
