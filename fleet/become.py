@@ -55,8 +55,8 @@ echo '{BECOME_OK}'; {{ printf '%s\\n' "$_p"; exec cat; }} | sudo -S -k -p '' -u 
 
 #: The batch's `_as USER CMD` (checks/probes.py): CMD in USER's own login shell. As USER itself: its
 #: login shell; as root: `su - USER`; else the frame's rc 125 says root or that user is needed.
-LOGIN_SHELL_FUNCTION = """_as() { if [ "$_ME" = "$1" ]; then _ls=$(getent passwd "$1" 2>/dev/null | cut -d: -f7)
-    "${_ls:-${SHELL:-/bin/sh}}" -lc "$2"
+LOGIN_SHELL_FUNCTION = """_as() { if [ "$_ME" = "$1" ]; then
+    _ls=$(getent passwd "$1" 2>/dev/null | cut -d: -f7); "${_ls:-${SHELL:-/bin/sh}}" -lc "$2"
   elif [ "$_UID" = 0 ]; then su - "$1" -c "$2"
   else echo "ascend-check: need root or user '$1' to read its environment" >&2; return 125; fi; }"""
 
