@@ -105,8 +105,11 @@ _STACK_RE = re.compile(
     r"^\s*(?:\(\S+ pid=\d+\)\s+)?(?:\S+ \d\d-\d\d [\d:]+ \[\S+\]\s+)?\s+.*\[FUNC:\w+\]\[FILE:"
 )
 # The documented codes as logs print them: `EZ9999: Inner Error!`, `EZ9999[PID: 1176]`, `(EL0004):`,
-# `module_name=EE8888`; never inside a word, a path or a hex number.
-_CANN_CODE_RE = re.compile(r"(?<![\w./\\-])(E[0-9A-Z]\d{4})(?=[:\[(\]),]|\s|\.(?!\w)|$)")
+# `module_name=EE8888`, `Invalid_Argument(EE1001)`, inside a JSON-escaped string (`...failed\nE30006: ...`);
+# never inside a word, a path or a hex number.
+_CANN_CODE_RE = re.compile(
+    r"(?:(?<=\\[nrt\"])|(?<![\w./\\-]))(E[0-9A-Z]\d{4})(?=[:\[(\]),]|\s|\\[nrt\"]|\.(?!\w)|$)"
+)
 _ACL_NAME_RE = re.compile(r"\b(ACL_ERROR_[A-Z0-9_]+)\b")
 #: A line the vendor graph is tried on says it is an error or a failure (`in` tests: cheaper than a regex).
 _ERROR_WORDS = ("rror", "ail", "xception", "[ERROR]", "ERROR ", "FAIL", "nvalid", "refused", "enied")
@@ -1010,8 +1013,8 @@ def diagnose_paths(paths: Sequence[str | Path], kb: KnowledgeBase | None = None,
     return report
 
 
-#: A run whose rollout sleeps (vLLM sleep mode in a colocated RL job: verl, ms-swift, trl, OpenRLHF): literals,
-#: each searched over whole chunks at memchr speed, only when an NPU OOM was found.
+#: A run whose rollout sleeps (vLLM sleep mode in a colocated RL job: verl, ms-swift, trl, OpenRLHF):
+#: literals, each searched over whole chunks at memchr speed, only when an NPU OOM was found.
 _SLEEP_MARKERS = (
     b"VLLM_ENABLE_SLEEP_MODE", b"enable_sleep_mode", b"free_cache_engine=True", b"Sleep mode freed",
     b"seconds to fall asleep", b"vllm_enable_sleep", b"sleep_level",
