@@ -105,8 +105,11 @@ _STACK_RE = re.compile(
     r"^\s*(?:\(\S+ pid=\d+\)\s+)?(?:\S+ \d\d-\d\d [\d:]+ \[\S+\]\s+)?\s+.*\[FUNC:\w+\]\[FILE:"
 )
 # The documented codes as logs print them: `EZ9999: Inner Error!`, `EZ9999[PID: 1176]`, `(EL0004):`,
-# `module_name=EE8888`; never inside a word, a path or a hex number.
-_CANN_CODE_RE = re.compile(r"(?<![\w./\\-])(E[0-9A-Z]\d{4})(?=[:\[(\]),]|\s|\.(?!\w)|$)")
+# `module_name=EE8888`, `Invalid_Argument(EE1001)`, inside a JSON-escaped string (`...failed\nE30006: ...`);
+# never inside a word, a path or a hex number.
+_CANN_CODE_RE = re.compile(
+    r"(?:(?<=\\[nrt\"])|(?<![\w./\\-]))(E[0-9A-Z]\d{4})(?=[:\[(\]),]|\s|\\[nrt\"]|\.(?!\w)|$)"
+)
 _ACL_NAME_RE = re.compile(r"\b(ACL_ERROR_[A-Z0-9_]+)\b")
 #: A line the vendor graph is tried on says it is an error or a failure (`in` tests: cheaper than a regex).
 _ERROR_WORDS = ("rror", "ail", "xception", "[ERROR]", "ERROR ", "FAIL", "nvalid", "refused", "enied")
@@ -1010,11 +1013,15 @@ def diagnose_paths(paths: Sequence[str | Path], kb: KnowledgeBase | None = None,
     return report
 
 
-#: A run whose rollout sleeps (vLLM sleep mode in a colocated RL job: verl, ms-swift, trl, OpenRLHF).
-_SLEEP_RE = re.compile(
-    rb"VLLM_ENABLE_SLEEP_MODE|enable_sleep_mode|free_cache_engine\s*[=:]\s*True|Sleep mode freed"
-    rb"|seconds to fall asleep|vllm_enable_sleep|sleep_level"
+#: A run whose rollout sleeps (vLLM sleep mode in a colocated RL job: verl, ms-swift, trl, OpenRLHF):
+#: literals, each searched over whole chunks at memchr speed, only when an NPU OOM was found.
+_SLEEP_MARKERS = (
+    b"VLLM_ENABLE_SLEEP_MODE", b"enable_sleep_mode", b"free_cache_engine=True", b"Sleep mode freed",
+    b"seconds to fall asleep", b"vllm_enable_sleep", b"sleep_level",
 )
+_SLEEP_PROBES = (b"leep", b"SLEEP", b"free_cache_engine")  # every marker holds one: three passes, not seven
+#: A run's configuration and its first sleep come early: the head of each file is read for them.
+SLEEP_SCAN_BYTES = 64 << 20
 _SLEEP_FIX = (
     "This run sleeps its vLLM rollout between steps (colocated RL): do NOT set "
     "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True, sleep mode cannot release virtual-memory segments "
@@ -1033,9 +1040,20 @@ def _sleep_mode_evidence(paths: list[Path]) -> str | None:
                 fh.seek(0)
                 opener = next((op for magic, op in _READABLE.items() if head.startswith(magic)), None)
                 stream = opener(fh) if opener else fh
-                for raw in stream:
-                    if _SLEEP_RE.search(raw):
-                        return _decode(raw).strip()[:MAX_TEXT]
+                carry, read = b"", 0
+                while read < SLEEP_SCAN_BYTES and (chunk := stream.read(CHUNK_BYTES)):
+                    read += len(chunk)
+                    buf = carry + chunk
+                    for probe in _SLEEP_PROBES:
+                        at = buf.find(probe)
+                        while at != -1:
+                            start = buf.rfind(b"\n", 0, at) + 1
+                            end = buf.find(b"\n", at)
+                            end = end if end != -1 else len(buf)
+                            if any(m in buf[start:end] for m in _SLEEP_MARKERS):
+                                return _decode(buf[start:end]).strip()[:MAX_TEXT]
+                            at = buf.find(probe, end)
+                    carry = buf[-64:]
         except (OSError, EOFError, lzma.LZMAError, zlib.error):
             continue
     return None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from sample_support import read_sample
 
 from ascend_ready.checks.diagnose import diagnose_paths
 from ascend_ready.checks.diagnose.model import load_code_book
@@ -64,6 +65,10 @@ def test_a_code_is_found_whatever_stands_around_it(tmp_path):
     log = tmp_path / "job.log"
     log.write_text("\n".join(lines) + "\n")
     assert {f.code for f in diagnose_paths([log]).findings} >= {"EI0006", "EE1001"}
+    # inside a JSON-escaped error a server returned (vllm-ascend#4284: `...failed\nE30006: ...`)
+    sample = read_sample("error_torch-npu_507033-E30006-OPP-verify-failed_vllm-ascend-4284.txt")
+    escaped = next(line for line in sample.splitlines() if "\\nE30006" in line)
+    assert "E30006" in Scanner()._catalog.codes_in(escaped)
 
 
 def test_hccl_errno_in_hex_names_its_hccl_result(tmp_path):
