@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from ascend_ready.checks.diagnose.literals import required_literal as _required_literal
 from ascend_ready.checks.diagnose.model import (
     LAYER_ORDER,
     CodeBook,
@@ -143,36 +144,6 @@ def _ts_cmp(a: _ts_key | None, b: _ts_key | None) -> int:
     if not (a[0] and b[0]):
         a, b = a[1:], b[1:]
     return -1 if a < b else (1 if a > b else 0)
-
-
-def _required_literal(pattern: str) -> str | None:
-    """The longest run of literal characters every match of `pattern` contains (None if under 3): a
-    substring test that skips the regex on lines that cannot match. Read from the regex's parse tree."""
-    try:
-        from re import _parser as sre_parse  # Python 3.11+
-    except ImportError:  # pragma: no cover - Python 3.10
-        import sre_parse  # type: ignore[no-redef]
-
-    runs: list[str] = []
-    current: list[str] = []
-
-    def walk(items) -> None:
-        for op, arg in items:
-            name = op.name
-            if name == "LITERAL":
-                current.append(chr(arg))
-            elif name == "SUBPATTERN" and arg[1] == 0 and arg[2] == 0:  # a plain group: its items in line
-                walk(arg[3])
-            elif name == "AT":  # \b, ^, $: zero width, the literals around it stay adjacent
-                continue
-            else:
-                runs.append("".join(current))
-                current.clear()
-
-    walk(sre_parse.parse(pattern))
-    runs.append("".join(current))
-    best = max(runs, key=len)
-    return best if len(best) >= 3 else None
 
 
 class _Defaults(dict):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import Field, PrivateAttr, field_validator
 
+from ascend_ready.checks.diagnose.literals import required_literal as _required_literal
 from ascend_ready.checks.diagnose.model import Entry, Family, _check_sources, _load, _Model
 
 __all__ = ["VendorGraph", "load_vendor_graph"]
@@ -115,12 +116,6 @@ class VendorGraph(_Model):
             if lit in text and e.code not in found and rx.search(text):
                 found[e.code] = e
         return list(found.values())
-
-
-def _required_literal(pattern: str) -> str | None:
-    from ascend_ready.checks.diagnose.scan import _required_literal as literal  # scan imports this module
-
-    return literal(pattern)
 
 
 def _in_order(keywords: list[str], text: str) -> bool:
