@@ -96,8 +96,9 @@ def shared_venv_cluster(run_dir: str, subnet: str, count: int, profiles: str,
         yield c
 
 
-#: the stack the training clusters are provisioned with: torch 2.6 or newer, which the train extra's
-#: transformers needs (the simulator relabels this machine's CPU torch as it: docs/design/simulator.md)
+#: the stack the training clusters are provisioned with (its torch line's training set, provision/
+#: training_sets.yml, goes into the venv; the simulator relabels this machine's CPU torch as its torch:
+#: docs/design/simulator.md)
 TRAINING_STACK = "cann-8.2.RC1-torch-2.6.0"
 #: the interpreter of the training venv python_env builds on each node of a provisioned_cluster
 NODE_PYTHON = f"/home/ascend/venvs/ascend-{TRAINING_STACK}/bin/python"
