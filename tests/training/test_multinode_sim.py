@@ -39,11 +39,16 @@ TRAINING = re.compile(r"ascend_ready\.training")
 WAIVE = [arg for check in TRAINING_CHECKS for arg in ("--waive", check)]
 
 
+#: the provisioned inventory (ascend_training_user: ascend); the tests above train as the SSH user
+PROVISIONED: dict[str, str] = {}
+
+
 @pytest.fixture(scope="module")
 def cluster(sim_host):
     """2 A2 nodes provisioned by site.yml with the training environment, and /shared: the job runs in the
     venv the playbook built on each node (NODE_PYTHON), as on a real rack."""
-    with provisioned_cluster(RUN_DIR, SUBNET, 2, "a2-ubuntu2204") as (c, _inventory):
+    with provisioned_cluster(RUN_DIR, SUBNET, 2, "a2-ubuntu2204") as (c, inventory):
+        PROVISIONED["inventory"] = str(inventory)  # names the training user, ascend
         yield c
 
 
@@ -340,7 +345,7 @@ def test_output_dirs_the_job_user_cannot_write_or_that_hold_a_run_are_refused_be
     ro = node_run(cluster, "node02", "mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", "/srv/r-ro")
     try:
         out = tmp_path / "r"
-        job = ["grpo", "-c", "tiny", "-i", str(cluster.inventory_path), "--skip-preflight", "-o", str(out)]
+        job = ["grpo", "-c", "tiny", "-i", PROVISIONED["inventory"], "--skip-preflight", "-o", str(out)]
         proc = train(*job, "--node-output-dir", "/srv/r-ro/run", *COMMON, timeout=120)
         assert proc.returncode == 2, proc.stderr[-3000:]
         print(proc.stderr[-2000:])
@@ -349,6 +354,8 @@ def test_output_dirs_the_job_user_cannot_write_or_that_hold_a_run_are_refused_be
         assert f"node01: {said}: Permission denied" in proc.stderr, proc.stderr[-2000:]
         why = "Read-only file system" if ro.returncode == 0 else "Permission denied"
         assert f"node02: {said}: {why}" in proc.stderr, proc.stderr[-2000:]
+        if ro.returncode == 0:  # the 1 MiB read-only tmpfs is also a full file system
+            assert "node02: /srv/r-ro (/srv/r-ro) has 0.0 GB free, the job's bound is 1 GB" in proc.stderr
         assert "Traceback" not in proc.stderr and not out.exists()
         old = train(*job, "--node-output-dir", "/srv/r-old", *COMMON, timeout=120)
         assert old.returncode == 2, old.stderr[-3000:]
@@ -366,7 +373,7 @@ def test_a_shared_run_dir_the_job_user_cannot_write_is_refused_before_the_job_st
     out, seen = shared_run(cluster, "locked")
     out.mkdir(mode=0o755)
     os.chown(out, 0, 0)
-    proc = train("grpo", "-c", "tiny", "-i", str(cluster.inventory_path), "--skip-preflight", "-o", str(out),
+    proc = train("grpo", "-c", "tiny", "-i", PROVISIONED["inventory"], "--skip-preflight", "-o", str(out),
                  "--node-output-dir", seen, *COMMON, timeout=120)
     assert proc.returncode == 2, proc.stderr[-3000:]
     for name in ("node01", "node02"):
