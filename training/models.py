@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from packaging.version import Version
+
 from ascend_ready.errors import ConfigError
 from ascend_ready.runtime import Runtime, barrier, require
 from ascend_ready.training.config import LoraConfig, TinyModelConfig, TrainConfig
@@ -114,7 +116,6 @@ def dtype_kwargs(dtype) -> dict:
     it), `torch_dtype` before (the training sets of torch 2.0/2.1 hold 4.51 and 4.55; provision/
     training_sets.yml). The one place a caller of transformers' loading adapts to its version."""
     transformers = require("transformers")
-    from packaging.version import Version
 
     key = "dtype" if Version(transformers.__version__).release >= (4, 56) else "torch_dtype"
     return {key: dtype}

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from ascend_ready.checks.cluster.launch_routes import route_problem
+from ascend_ready.checks.parsers.ip_route import parse_ip_route_get
 from ascend_ready.errors import ConfigError
 
 __all__ = ["refuse_unrouted_nodes", "rendezvous_failure"]
@@ -51,7 +52,6 @@ def refuse_unrouted_nodes(facts: Mapping[str, object], master: str) -> None:
     """Refuse, naming every node, a start where a node's pre-start probe found no route toward the master
     (`ip -o route get MASTER` failed there) or its source address is in another family: its torchrun
     would only wait. `facts`: host -> fleet.plan.NodeFacts of the pre-start probe."""
-    from ascend_ready.checks.parsers.ip_route import parse_ip_route_get
 
     lines = []
     for name, f in facts.items():

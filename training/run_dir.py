@@ -15,13 +15,17 @@ failed job that fits what the run directory holds (after_failure_hint).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import secrets
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ascend_ready.checks.resources.output_dir import RUN_FILES
-from ascend_ready.errors import ConfigError
+from ascend_ready.checks.collect import collect
+from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
+from ascend_ready.checks.resources import Host
+from ascend_ready.checks.resources.output_dir import OUTPUT_DIR, RUN_FILES
+from ascend_ready.errors import AscendReadyError, ConfigError
 from ascend_ready.fleet.transport import FanoutOptions, Target
 from ascend_ready.training.checkpoint import latest_checkpoint
 
@@ -76,13 +80,6 @@ def refuse_node_dirs(targets: Mapping[str, Target], fanout: FanoutOptions, node_
     host -> training user where it is not the SSH user) and refuse, naming each node, directory and user,
     a node whose output directory the job's user cannot write, that already holds a run (no --resume), or
     whose file system has less than `min_free_gb` free. Writes nothing (the try is removed at once)."""
-    import dataclasses
-
-    from ascend_ready.checks.collect import collect
-    from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
-    from ascend_ready.checks.resources import Host
-    from ascend_ready.checks.resources.output_dir import OUTPUT_DIR
-    from ascend_ready.errors import AscendReadyError
 
     base = load_profile(DEFAULT_PROFILE)
     profile_of = {}

@@ -3,6 +3,7 @@ evaluation, checkpoint commit markers, the NaN stop, the OOM advice, and the end
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -79,7 +80,6 @@ def trl_config(cls, **kwargs):
       over the local batch): the same on one process without gradient accumulation, close otherwise;
     - a field the release does not have is refused, naming it, unless it holds its default (None/False).
     """
-    import dataclasses
 
     fields = {f.name: f for f in dataclasses.fields(cls)}
     trl_version = require("trl").__version__

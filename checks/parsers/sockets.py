@@ -13,6 +13,7 @@ The probe prints the line `/proc/net/tcp` above those tables, so the parser know
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from ascend_ready.checks.parsers.base import ParsedModel, fail, numbered_lines, parser
@@ -116,7 +117,6 @@ def _parse_proc(lines) -> Listeners:
 
 def _hex_ip(addr: str) -> str:
     """/proc/net/tcp's address: 8 hex digits of a little-endian IPv4, 32 of an IPv6 (4 LE words)."""
-    import ipaddress
 
     raw = bytes.fromhex(addr)
     if len(raw) == 4:
