@@ -131,14 +131,14 @@ def test_an_interrupted_play_leaves_the_reboot_owed_and_the_next_run_makes_it(fl
     inventory = str(fleet.inventory / "hosts.ini")
     play = subprocess.Popen([str(BIN / "ansible-playbook"), "-i", inventory, "site.yml",
                              "--skip-tags", "os_prereqs", "--limit", node], cwd=PLAYBOOKS, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     seen = []
     try:
         deadline = time.monotonic() + 600
         for line in play.stdout:  # interrupted once the driver is in and CANN's tasks begin
             seen.append(line)
             if line.startswith("TASK [cann :"):
-                play.send_signal(signal.SIGINT)
+                os.killpg(play.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the whole process group
                 break
             assert time.monotonic() < deadline, "".join(seen)[-3000:]
         rest, _ = play.communicate(timeout=120)
