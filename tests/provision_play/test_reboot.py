@@ -131,7 +131,8 @@ def test_an_interrupted_play_leaves_the_reboot_owed_and_the_next_run_makes_it(fl
     inventory = str(fleet.inventory / "hosts.ini")
     play = subprocess.Popen([str(BIN / "ansible-playbook"), "-i", inventory, "site.yml",
                              "--skip-tags", "os_prereqs", "--limit", node], cwd=PLAYBOOKS, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     seen = []
     try:
         deadline = time.monotonic() + 600
