@@ -149,7 +149,7 @@ def test_an_interrupted_play_leaves_the_reboot_owed_and_the_next_run_makes_it(fl
     output = "".join(seen) + (rest or "")
     assert "Run the driver installer" in output and "RUNNING HANDLER" not in output, output[-3000:]
     assert fleet.sh(node, BOOT_ID).strip() == boot  # not rebooted
-    assert "installing NPU driver" in fleet.read(node, "/run/ascend-ready.reboot-required")
+    assert "ascend-ready is installing NPU" in fleet.read(node, "/run/ascend-ready.reboot-required")
     check = subprocess.run([str(BIN / "ascend-check"), "-i", inventory, "--limit", node,
                             "--select", "os.reboot_pending", "--format", "json"],
                            capture_output=True, text=True, timeout=300)
