@@ -144,7 +144,9 @@ def test_probes_run_the_venv_in_the_training_users_login_shell():
     # One batch; each as_user probe is its own login shell of ascend (`su - ascend` as root), in the
     # background, under the batch's time limits.
     assert script.count("_as ascend ") == 3
-    assert 'su - "$1" -c "$2"' in script and '"${SHELL:-/bin/sh}" -lc "$2"' in script
+    # as that user itself: its login shell from passwd ($SHELL is unset under runuser and cron: issue 25)
+    assert 'su - "$1" -c "$2"' in script and '"${_ls:-${SHELL:-/bin/sh}}" -lc "$2"' in script
+    assert '_ls=$(getent passwd "$1" 2>/dev/null | cut -d: -f7)' in script
     assert script.count("_p python-packages - 10000 _as ascend 'set -- ~ascend/venvs/") == 1
     # A plain path stays an argv (no shell in between).
     plain = catalog(A2.model_copy(update={"python": "/srv/venv/bin/python"}))["python-packages"]
