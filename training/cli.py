@@ -414,7 +414,8 @@ main.add_command(_algo_command("rm", "Reward-model training on chosen/rejected p
 @main.command("plan", context_settings={"show_default": True})
 @click.option("--config", "-c", required=True, help="YAML file, or a bundled config name.")
 @click.option("--algorithm", "-a", type=click.Choice(ALGOS), default="grpo")
-@click.option("--engine", type=click.Choice(["trl", "verl"]), default="trl")
+@click.option("--engine", type=click.Choice(["trl", "verl"]),
+              help="[default: the config's: verl where it names a verl strategy or model-parallel size]")
 @click.option("--nodes", "--nnodes", "nodes", type=click.IntRange(min=1),
               help="Nodes to plan for [default: launch.nnodes].")
 @click.option("--profile", help="Hardware profile name or file [default: atlas-800t-a2].")
@@ -435,13 +436,17 @@ main.add_command(_algo_command("rm", "Reward-model training on chosen/rejected p
               help="Host RAM per node in GB, for offloaded states.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 @click.argument("overrides", nargs=-1)
-def plan_cmd(config: str, algorithm: str, engine: str, fmt: str, overrides: tuple[str, ...], **kw) -> None:
+def plan_cmd(config: str, algorithm: str, engine: str | None, fmt: str, overrides: tuple[str, ...],
+             **kw) -> None:
     """What the job needs per device (weights, gradients, optimizer, activations, KV cache) against the
     profile's HBM limit; exit 1 when it does not fit, naming the smallest fleet and layout that does."""
     from ascend_ready.errors import TrainingError
     from ascend_ready.training import memory_plan as mp
 
     cfg = load_config(config, overrides)
+    if engine is None:  # the config's engine and strategy unless the flags say otherwise
+        engine, why = mp.engine_of(cfg)
+        click.echo(f"engine: {engine} ({why}; --engine overrides)", err=True)
     plan, model, work = mp.plan_for_config(cfg, algorithm, engine=engine, **kw)
     best = None if plan.fits else mp.smallest_fleet(model, work, plan.device, engine=plan.engine,
                                                     base=plan.layout)

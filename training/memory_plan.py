@@ -53,6 +53,7 @@ __all__ = [
     "candidate_layouts",
     "check_plan",
     "device_from_profile",
+    "engine_of",
     "format_plan",
     "launch_gate",
     "layout_from_config",
@@ -94,6 +95,22 @@ def workload_from_config(cfg: Any, algorithm: str, *, engine: Engine = "trl") ->
     micro = cfg.batch_size * (2 if algorithm == "rm" else 1)
     return Workload(algorithm=algorithm, micro_batch=micro, seq_len=cfg.max_length, dtype_bytes=dtype_bytes,
                     recompute=cfg.model.gradient_checkpointing, lora_rank=lora)
+
+
+def engine_of(cfg: Any) -> tuple[Engine, str]:
+    """The engine a config is written for, and why: verl where it names a verl training strategy
+    (distributed.strategy fsdp or megatron) or a size only verl runs (tensor/pipeline/expert/context/Ulysses
+    parallel above 1: TRL's trainers shard with ZeRO only), else trl."""
+    d = cfg.distributed
+    if d.strategy != "auto":
+        return "verl", f"the config's distributed.strategy is {d.strategy}"
+    sizes = {"tensor_parallel": d.tensor_parallel, "pipeline_parallel": d.pipeline_parallel,
+             "expert_parallel": d.expert_parallel, "context_parallel": d.context_parallel,
+             "sequence_parallel": d.sequence_parallel}
+    above = [k for k, v in sizes.items() if v > 1]
+    if above:
+        return "verl", f"the config sets distributed.{above[0]}={sizes[above[0]]} (verl only)"
+    return "trl", "the config names no verl strategy or model-parallel size"
 
 
 def layout_from_config(cfg: Any, device: Device, *, engine: Engine = "trl", strategy: Strategy | None = None,

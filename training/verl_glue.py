@@ -173,7 +173,8 @@ print(json.dumps({"ray": version("ray") if u.find_spec("ray") else None,
                   "packages": {x: package(x) for x in %r}}))
 """
 #: what the engine gate compares with the matrix's pins on every node (engines.check_engine_versions)
-PINNED_PACKAGES = ("verl", "vllm", "vllm-ascend", "megatron-core", "triton-ascend", "torchvision")
+PINNED_PACKAGES = ("verl", "vllm", "vllm-ascend", "megatron-core", "triton-ascend", "torchvision",
+                   "transformers", "transferqueue", "megatron-bridge")
 
 
 def _runtime(sessions: dict, cluster: Any, modules: tuple[str, ...]
@@ -354,7 +355,8 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
 
             rows = check_engine_fleet("verl", {n: _versions(hosts[n].fingerprint) for n in names})
             check_engine_versions("verl", rows, {n: runtime[n][2] for n in names},
-                                  skip=() if strategy_of(cfg) == "megatron" else ("megatron-core",))
+                                  skip=() if strategy_of(cfg) == "megatron" else ("megatron-core",
+                                                                                   "megatron-bridge"))
         ensure_tiny_model(job, out)
         plan.log_dir.mkdir(parents=True, exist_ok=True)
         job_ports.write_job_spec(spec, {n: hosts[n] for n in names}, ports, plan.log_dir)

@@ -426,7 +426,8 @@ def _megatron(cfg: Any, plan: Any, prefixes: list[str]) -> list[str]:
               # unset: Megatron's own default (the TP size), as verl leaves it
               *([f"{p}.megatron.expert_tensor_parallel_size={d.expert_tensor_parallel}"]
                 if d.expert_tensor_parallel else []),
-              f"{p}.megatron.param_offload={d.offload}"]
+              f"{p}.megatron.param_offload={d.offload}",
+              f"{p}.megatron.seed={cfg.seed}"]
         if uneven and p.endswith(("actor", "critic")):  # the reference's transformer config is the actor's
             o += [f"+{p}.megatron.override_transformer_config.account_for_embedding_in_pipeline_split=True",
                   f"+{p}.megatron.override_transformer_config.account_for_loss_in_pipeline_split=True"]
@@ -464,9 +465,10 @@ def _critic(cfg: Any, plan: Any, strategy: str, b: Batches, model_path: str) -> 
     # TrainingWorkerConfig): its micro-batch, batching mode and seed are the engine section's own keys
     engine = "critic.fsdp" if strategy == "fsdp" else "critic.megatron"
     o += [f"+{engine}.use_dynamic_bsz=False", f"+{engine}.micro_batch_size_per_gpu={b.micro_per_device}",
-          f"+{engine}.infer_micro_batch_size_per_gpu={b.micro_per_device}", f"{engine}.seed={cfg.seed}"]
+          f"+{engine}.infer_micro_batch_size_per_gpu={b.micro_per_device}"]
     if strategy == "fsdp":
-        o += [f"critic.model.enable_gradient_checkpointing={cfg.model.gradient_checkpointing}",
+        o += [f"critic.fsdp.seed={cfg.seed}",
+              f"critic.model.enable_gradient_checkpointing={cfg.model.gradient_checkpointing}",
               f"critic.fsdp.param_offload={d.offload}",
               f"critic.fsdp.optimizer_offload={d.offload}",
               # FSDPCriticConfig's own ulysses key is deprecated and not synced to its engine (the actor's is)

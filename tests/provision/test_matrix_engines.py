@@ -87,7 +87,8 @@ def test_nodes_running_other_engine_releases_are_refused_naming_node_and_package
     good = {"cann": "8.3.RC1", "torch": "2.7.1", "torch_npu": "2.7.1"}
     rows = check_engine_fleet("verl", {"node01": good, "node02": good})
     pinned = {"verl": "0.9.1", "vllm": "0.11.0", "vllm-ascend": "0.11.0rc1", "megatron-core": "0.12.1",
-              "triton-ascend": "3.2.0rc4", "torchvision": "0.22.1"}
+              "triton-ascend": "3.2.0rc4", "torchvision": "0.22.1", "transformers": "5.9.0",
+              "transferqueue": "0.1.11", "megatron-bridge": "0.5.2"}
     check_engine_versions("verl", rows, {"node01": pinned, "node02": {**pinned, "torchvision": "0.22.1+cpu"}})
     with pytest.raises(MatrixError) as exc:
         check_engine_versions("verl", rows, {"node01": pinned,
@@ -98,3 +99,29 @@ def test_nodes_running_other_engine_releases_are_refused_naming_node_and_package
     # an fsdp job does not load megatron-core: its absence is no reason to refuse
     check_engine_versions("verl", rows, {"node01": pinned, "node02": {**pinned, "megatron-core": None}},
                           skip=("megatron-core",))
+
+
+def test_the_verl_rows_pins_satisfy_verls_own_metadata():
+    """Issue 28: transformers, TransferQueue and Megatron-Bridge as verl 0.9.1's wheel requires them."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    from ascend_ready.provision.matrix import load_matrix
+
+    try:
+        requires = importlib.metadata.distribution("verl").requires or []
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("verl is not installed")
+    row = next(r for r in load_matrix().engines if r.id == "verl-0.9.1")
+    wanted = {"transformers", "transferqueue", "megatron-bridge"}
+    checked = set()
+    for line in requires:
+        req = Requirement(line)
+        name = req.name.lower()
+        # the base range and every extra's pin (verl[vllm]: transformers==5.9.0)
+        if name in wanted and name in row.companions and req.specifier:
+            pin = row.companions[name]
+            assert req.specifier.contains(pin, prereleases=True), (line, pin)
+            checked.add(name)
+    assert checked == wanted

@@ -107,6 +107,7 @@ def test_grpo_on_two_nodes_agrees_on_the_weights_and_writes_metrics_once(cluster
     assert training_processes(cluster, "node01") == training_processes(cluster, "node02") == []
 
 
+@pytest.mark.slow  # ~115 s of two concurrent jobs on the loaded 2-core CI: run with -m slow
 def test_two_grpo_jobs_at_once_on_the_same_nodes_take_disjoint_ports(cluster, tmp_path):
     """Issue 28: two jobs started together on node01+node02 each claim a port slot, run, and record their
     (disjoint) ports in their own launch spec; then a port of the next slot held on node02 by another
