@@ -8,6 +8,7 @@ controller recorded (`ascend-check -i INVENTORY --fleet-fingerprints FILE`), or 
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import sys
@@ -16,8 +17,19 @@ import time
 from pathlib import Path
 
 import click
+from rich.console import Console
 
+from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints
+from ascend_ready.checks.cluster.launchspec import healthy_devices
+from ascend_ready.checks.html_report import check_output_path
+from ascend_ready.checks.node_unjudged import render_unjudged
+from ascend_ready.checks.preflight import PreflightOptions, collect_snapshot, judge_snapshot
+from ascend_ready.checks.profile import NODE_PROFILE
+from ascend_ready.checks.registry import check_select
+from ascend_ready.checks.report import exit_code, render_json, render_prometheus, render_table, write_atomic
+from ascend_ready.checks.slurm_health import REASON_PREFIX, act_on_verdict, drain_reason, gres_conf_line
 from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
+from ascend_ready.fleet.transport import LOCAL, FanoutOptions, Target
 
 __all__ = ["node_command", "run_node"]
 
@@ -52,7 +64,6 @@ def node_name(given: str | None = None) -> str:
 def recorded_profile() -> str | None:
     """The profile provisioning left on this node (python_env), or None where there is none: with it the
     node is judged as the controller's `ascend-check -i` judges it (thresholds, training user and venv)."""
-    from ascend_ready.checks.profile import NODE_PROFILE
 
     return NODE_PROFILE if Path(NODE_PROFILE).is_file() else None
 
@@ -68,8 +79,6 @@ def default_report() -> str:
 
 def run_node(name: str, options, fleet):
     """Collect this node's probes locally and judge them (the report, and the snapshot it judged)."""
-    from ascend_ready.checks.preflight import collect_snapshot, judge_snapshot
-    from ascend_ready.fleet.transport import LOCAL, Target
 
     started = time.monotonic()
     specs = options.checks()
@@ -81,14 +90,12 @@ def run_node(name: str, options, fleet):
 
 
 def _write(path: str | Path, text: str, what: str) -> None:
-    from ascend_ready.checks.report import write_atomic
 
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text)
     except OSError as exc:
-        import errno
 
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             hint = f"free space on the file system of {path.parent} (df -h {path.parent}), or give another "
@@ -103,7 +110,6 @@ def _write(path: str | Path, text: str, what: str) -> None:
 def _write_unjudged(prometheus: str, name: str, reason: str) -> None:
     """Replace the textfile with 'could not judge' metrics (checks/node_unjudged.py); a write that fails
     here is said on stderr, never in place of the run's own error."""
-    from ascend_ready.checks.node_unjudged import render_unjudged
 
     try:
         _write(prometheus, render_unjudged(name, reason), "textfile")
@@ -258,10 +264,6 @@ def node_command(
     Exit codes: 0 all passed; 1 a check failed or could not be judged (--slurm-health: Slurm could not be
     told); 2 usage or configuration error.
     """
-    from ascend_ready.checks.html_report import check_output_path
-    from ascend_ready.checks.preflight import PreflightOptions
-    from ascend_ready.checks.registry import check_select
-    from ascend_ready.fleet.transport import FanoutOptions
 
     if deadline < MIN_DEADLINE_S:
         raise ConfigError(
@@ -295,7 +297,6 @@ def node_command(
         raise ConfigError(f"--report {report_file} is a directory", hint="give a file path")
     check_select(select, tier)
     if fleet_file:
-        from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints
 
         fleet = load_fleet_fingerprints(fleet_file)
     else:
@@ -317,7 +318,6 @@ def node_command(
         if prometheus:
             _write_unjudged(prometheus, name, f"run passed its {deadline:g} s deadline")
         if slurm_health:
-            from ascend_ready.checks.slurm_health import REASON_PREFIX, act_on_verdict
 
             act_on_verdict(
                 name, f"{REASON_PREFIX} cannot judge: run passed its {deadline:g} s deadline", timeout=2.0
@@ -332,19 +332,14 @@ def node_command(
                 _write_unjudged(prometheus, name, f"run failed: {why}")
             raise
         if gres_line:
-            from ascend_ready.checks.cluster.launchspec import healthy_devices
-            from ascend_ready.checks.slurm_health import gres_conf_line
 
             click.echo(gres_conf_line(name, healthy_devices(snap.hosts[name])[0]))
             sys.exit(int(ExitCode.OK))
-        from ascend_ready.checks.report import exit_code, render_json, render_prometheus
 
         if fmt == "json":
             click.echo(render_json(report), nl=False)
         else:
-            from rich.console import Console
 
-            from ascend_ready.checks.report import render_table
 
             render_table(report, Console(soft_wrap=False, width=max(100, Console().width)), verbose=verbose)
         if prometheus:
@@ -359,7 +354,6 @@ def node_command(
 
 def _slurm_health(name: str, report, report_file: str) -> int:
     """Drain or resume this node as the verdict says; exit 0 once Slurm was told, 1 when it could not be."""
-    from ascend_ready.checks.slurm_health import act_on_verdict, drain_reason
 
     reason = drain_reason(report, name)
     try:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+import psutil
+
 from ascend_ready.errors import HostUnreachable
 from ascend_ready.fleet.become import BECOME_HINT, Become
 
@@ -141,7 +143,6 @@ def _run_local(script_now: Callable[[], tuple[str, Sink]], deadline: float) -> S
 
 
 def _kill_tree(pid: int) -> None:
-    import psutil
 
     try:
         root = psutil.Process(pid)
@@ -157,7 +158,6 @@ def _kill_tree(pid: int) -> None:
 def _kill_session(sid: int) -> None:
     """Kill what is left of the session `sid` (the batch ran as its leader): a tool's child that escaped
     the process tree by a double fork is still in it, and holds the output pipe open."""
-    import psutil
 
     for pid in psutil.pids():
         with contextlib.suppress(OSError):

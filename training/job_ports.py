@@ -14,8 +14,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ascend_ready.checks.cluster.launchspec import LaunchSpec
-from ascend_ready.checks.cluster.port_plan import PortClaims, PortPlan, make_plan, read_listeners
+from ascend_ready.checks.cluster.launchspec import LAUNCH_SPEC_SCHEMA_VERSION, LaunchSpec
+from ascend_ready.checks.cluster.port_plan import (
+    MAX_SLOTS,
+    PortClaims,
+    PortPlan,
+    make_plan,
+    read_listeners,
+    refuse_held,
+)
+from ascend_ready.checks.report import write_atomic
 
 __all__ = ["SPEC_COPY", "claim", "roles_for", "slurm_slot", "write_job_spec"]
 
@@ -61,7 +69,6 @@ def claim(job_id: str, hosts: Mapping[str, Any], facts: Mapping[str, Any], cfg: 
         taken = {int(p) for c in live if set(c.get("nodes", ())) & set(hosts) for p in c.get("ports", ())}
         slot = next(s for s in range(64) if not set(make(s).host_ports()) & taken)
         plan = make(slot)
-        from ascend_ready.checks.cluster.port_plan import refuse_held
 
         refuse_held(plan, listeners)
         return plan, lambda: None
@@ -72,12 +79,10 @@ def claim(job_id: str, hosts: Mapping[str, Any], facts: Mapping[str, Any], cfg: 
 
 def write_job_spec(spec: LaunchSpec, hosts: Mapping[str, Any], plan: PortPlan, log_dir: Path) -> Path:
     """The job's own launch spec (its hosts, its master, its ports) beside its logs."""
-    from ascend_ready.checks.cluster.launchspec import LAUNCH_SPEC_SCHEMA_VERSION
 
     copy = spec.model_copy(update={"ports": plan, "master_port": plan.rendezvous_port,
                                    "schema_version": LAUNCH_SPEC_SCHEMA_VERSION,
                                    "hosts": {**spec.hosts, **dict(hosts)}})
-    from ascend_ready.checks.report import write_atomic
 
     path = log_dir / SPEC_COPY
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -89,7 +94,6 @@ def slurm_slot(job_id: str) -> int:
     """A Slurm job's slot: Slurm itself keeps two jobs off one node unless they share it (OverSubscribe),
     and then their job ids differ; the slot is the id modulo the slots, so jobs started one after another
     on a shared node take different ports (the probe is srun's own: a bind error names the port)."""
-    from ascend_ready.checks.cluster.port_plan import MAX_SLOTS
 
     digits = "".join(c for c in str(job_id) if c.isdigit())
     return int(digits or 0) % MAX_SLOTS

@@ -18,14 +18,19 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ascend_ready.checks.cluster.port_plan import make_plan
 from ascend_ready.errors import ConfigError, TrainingError
-from ascend_ready.training.preflight import SLURM_GATED_ENV
+from ascend_ready.training.config import load_config
+from ascend_ready.training.job_ports import slurm_slot
+from ascend_ready.training.launcher import LaunchResult
+from ascend_ready.training.preflight import SKIP_BANNER, SLURM_GATED_ENV, failed_checks, read_report
 
 __all__ = ["Allocation", "SlurmLauncher", "allocation", "gate_nodes", "launch", "node_command",
            "sbatch_script"]
@@ -97,7 +102,6 @@ def gate_nodes(
     extra: Sequence[str] = (),
 ) -> None:
     """`ascend-check node` on exactly the allocated nodes (one srun step); TrainingError unless all pass."""
-    from ascend_ready.training.preflight import SKIP_BANNER, failed_checks, read_report
 
     if skip:
         log(SKIP_BANNER)
@@ -174,8 +178,6 @@ def node_command(alloc: Allocation, master_addr: str, train_argv: Sequence[str],
 def _port_env(alloc: Allocation, opts: dict) -> dict[str, str]:
     """The job's HCCL ports: its slot from the Slurm job id (job_ports.slurm_slot), the rendezvous port
     the job id already picks (Allocation.master_port)."""
-    from ascend_ready.checks.cluster.port_plan import make_plan
-    from ascend_ready.training.job_ports import slurm_slot
 
     plan = make_plan(slurm_slot(alloc.job_id), f"slurm-{alloc.job_id}", ["train"],
                      {n: [] for n in alloc.nodes},
@@ -185,7 +187,6 @@ def _port_env(alloc: Allocation, opts: dict) -> dict[str, str]:
 
 
 def _master_addr(alloc: Allocation) -> str:
-    import socket
 
     try:
         return socket.gethostbyname(alloc.nodes[0])
@@ -313,7 +314,6 @@ def sbatch_script(
 
 
 def _write_sbatch(algo, config, out: Path, resume, skip_preflight, overrides, opts, log) -> int:
-    from ascend_ready.training.config import load_config
 
     cfg = load_config(config, overrides)
     nodes = opts.get("nnodes") or cfg.launch.nnodes
@@ -359,7 +359,6 @@ class SlurmLauncher:
     name = "slurm"
 
     def launch(self, request):
-        from ascend_ready.training.launcher import LaunchResult
 
         job, slurm, o = request.job, request.slurm, request.options
         # the flags this launcher writes into the nodes' (or the sbatch script's) ascend-train command

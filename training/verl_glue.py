@@ -27,7 +27,18 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from ascend_ready.checks import rl_rules
+from ascend_ready.checks.cluster.node_facts import FactQuery, node_facts
 from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.fleet.job import root_cause, run_job
+from ascend_ready.fleet.sessions import open_sessions
+from ascend_ready.provision.engines import check_engine_fleet, check_engine_versions
+from ascend_ready.training import job_ports, node_probe, ray_cluster, run_dir
+from ascend_ready.training import multinode as mn
+from ascend_ready.training.launcher import LaunchResult
+from ascend_ready.training.memory_plan import plan_for_config
+from ascend_ready.training.models import build_tiny_model
+from ascend_ready.training.preflight import gate
 from ascend_ready.training.verl_data import VERL_EXTRA_HINT, write_parquet
 from ascend_ready.training.verl_overrides import (
     config_name,
@@ -50,7 +61,6 @@ def prepare(algorithm: str, cfg: Any, out: Path, *, plan: Any | None = None,
 
     `node_dir`: the run dir as the nodes see it (a shared filesystem mounted elsewhere on them); the
     overrides name the data, model and checkpoints there."""
-    from ascend_ready.training.memory_plan import plan_for_config
 
     if plan is None:
         plan, _, _ = plan_for_config(cfg, algorithm, engine="verl")
@@ -84,7 +94,6 @@ def ensure_tiny_model(cfg: Any, out: Path) -> Path | None:
     """Build the tiny model where the overrides point (out/tiny-model), with a chat template verl can use."""
     if cfg.model.path is not None or cfg.model.tiny is None:
         return None
-    from ascend_ready.training.models import build_tiny_model
 
     directory = out / "tiny-model"
     if not (directory / "config.json").is_file():
@@ -113,10 +122,8 @@ def launch(algorithm: str, cfg: Any, out: Path, *, skip_preflight: bool = False,
     torn down afterwards; without, verl's trainer starts a one-node Ray of its own. Across the nodes of a
     launch spec the CLI uses launch_across_nodes instead (the trainer runs on the head).
     """
-    from ascend_ready.training.preflight import gate
 
     if fingerprints:
-        from ascend_ready.provision.engines import check_engine_fleet
 
         check_engine_fleet("verl", fingerprints)
     overrides = prepare(algorithm, cfg, out, data=not dry_run)
@@ -130,7 +137,6 @@ def launch(algorithm: str, cfg: Any, out: Path, *, skip_preflight: bool = False,
     ensure_tiny_model(cfg, out)
     env = None
     if cluster is not None and run is not None:
-        from ascend_ready.training import ray_cluster
 
         ray_cluster.start(cluster, run, log=log)
         env = {**os.environ, "RAY_ADDRESS": cluster.address}
@@ -218,7 +224,6 @@ def _lint_rl_env(cfg: Any, cluster: Any) -> None:
     verl's rollout sleeps (its default), so NZ is set off on every node, and the config's extra_env (which
     reaches every node through Ray's runtime_env) must not turn expandable segments on or broadcast one
     VLLM_HOST_IP; ConfigError naming each violation and its source."""
-    from ascend_ready.checks import rl_rules
 
     sleeps = rl_rules.sleeps_rollout("verl")
     nz = rl_rules.rl_env("", sleeps=sleeps)
@@ -246,11 +251,6 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
     and TrainingError names what is missing where. `opts` is multinode.LaunchOptions; `cluster_options`
     are RayCluster's (num_cpus, object_store_bytes, port).
     """
-    from ascend_ready.checks.cluster.node_facts import FactQuery, node_facts
-    from ascend_ready.fleet.job import root_cause, run_job
-    from ascend_ready.fleet.sessions import open_sessions
-    from ascend_ready.training import multinode as mn
-    from ascend_ready.training import node_probe, ray_cluster
 
     out = out.absolute()
     log = opts.log
@@ -270,7 +270,6 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
         if not opts.dry_run:
             # hook (ops-launch, training/run_dir.py): writable as the job's user, with room, on every node
             # (a run already there is refused on the controller, training/cli.py)
-            from ascend_ready.training import run_dir
 
             as_user = {n: u for n, u in fleet.users.items() if u and u != fleet.targets[n].user}
             run_dir.refuse_node_dirs({n: fleet.targets[n] for n in fleet.names}, opts.fanout, node_out,
@@ -302,7 +301,6 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
                                   hint="put --output-dir on the shared filesystem (mounted elsewhere on the "
                                        "nodes: --node-output-dir), as verl's data and checkpoints must be")
         # PORT PLAN HOOK (verl/Ray): Ray's ports and every role's HCCL ports, claimed after the probe
-        from ascend_ready.training import job_ports
 
         run_id = f"verl-{algorithm}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         options = dict(cluster_options or {})
@@ -351,7 +349,6 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
             # The trainer will start: the stack the preflight read on each node must be one verl supports
             # (a node lacking verl's runtime is named after the Ray check instead, and nothing trains), and
             # the engine packages each node runs must be the releases that row pins
-            from ascend_ready.provision.engines import check_engine_fleet, check_engine_versions
 
             rows = check_engine_fleet("verl", {n: _versions(hosts[n].fingerprint) for n in names})
             check_engine_versions("verl", rows, {n: runtime[n][2] for n in names},
@@ -409,7 +406,6 @@ class RayLauncher:
     name = "verl-ray"
 
     def launch(self, request: Any) -> Any:
-        from ascend_ready.training.launcher import LaunchResult
 
         job = request.job
         return LaunchResult(launch_across_nodes(job.algo, job.cfg, job.output_dir, opts=request.options,

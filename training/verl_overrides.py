@@ -8,10 +8,14 @@ Which field becomes which verl key, or why verl 0.9.1 cannot take it, is data: v
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
+import io
 import json
 import re
+import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,7 @@ from typing import Any
 import yaml
 
 from ascend_ready.errors import ConfigError, MissingExtraError
-from ascend_ready.training.memory_plan import BUNDLED_MODEL_DIR
+from ascend_ready.training.memory_plan import BUNDLED_MODEL_DIR, resolve_model_shape
 from ascend_ready.training.verl_data import REWARD_FUNCTION, REWARD_MODULE, VERL_EXTRA_HINT
 
 VERL_VERSION = "0.9.1"
@@ -281,7 +285,6 @@ def to_overrides(cfg: Any, algorithm: str, *, plan: Any, train_file: str | Path,
     strategy = strategy_of(cfg)
     _refusals(cfg, algorithm, strategy)
     layout = plan.layout
-    from ascend_ready.training.memory_plan import resolve_model_shape
 
     bad = check_layout(cfg, resolve_model_shape(cfg), layout.devices_per_node)
     if bad:
@@ -607,10 +610,6 @@ def verl_validate(composed: Any, cfg: Any | None = None) -> None:
     Needs verl importable (its CPU dependencies: tensordict, codetiming, megatron-core). The critic's
     check reads its model's config.json and tokenizer: where the model is not on this machine, `cfg`'s
     stand-in (the config.json alone) is read instead. Raises ConfigError with verl's own message."""
-    import contextlib
-    import io
-    import tempfile
-    import warnings
 
     try:  # verl itself and its CPU dependencies: the [verl] extra, imported only when checking
         from omegaconf import OmegaConf

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from ascend_ready.checks.parsers.os_commands import parse_machine_identity
 from ascend_ready.errors import ParseError
 
 __all__ = ["alias_note", "aliases"]
@@ -28,7 +29,6 @@ def aliases(identities: Iterable[tuple[str, object]]) -> dict[str, str]:
 
 def snapshot_aliases(hosts: Mapping[str, object]) -> dict[str, str]:
     """aliases() of snapshot hosts (name -> HostSnapshot) from their machine-identity probe output."""
-    from ascend_ready.checks.parsers.os_commands import parse_machine_identity
 
     keyed = []
     for name, snap in hosts.items():

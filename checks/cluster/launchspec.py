@@ -7,6 +7,9 @@ like the report (`ascend-check schema launch-spec`); a newer version keeps readi
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,9 +17,29 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
+from ascend_ready.checks.catalog import plan
+from ascend_ready.checks.cluster.launch_routes import nothing_passed, refuse_unrouted
 from ascend_ready.checks.cluster.port_plan import PortPlan
 from ascend_ready.checks.cluster.ranktable import build_rank_table, healthy_devices, table_hosts
-from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
+from ascend_ready.checks.collect import collect
+from ascend_ready.checks.parsers.cann_python import parse_training_env
+from ascend_ready.checks.parsers.ip_route import nic_toward, parse_ip_addr, parse_ip_route_get
+from ascend_ready.checks.probes import Probe
+from ascend_ready.checks.profile import TRAINING_CHECKS
+from ascend_ready.checks.report import write_atomic
+from ascend_ready.checks.resources import (
+    CannComponents,
+    DriverVersion,
+    FirmwareVersion,
+    Host,
+    PythonPackages,
+    Toolkit,
+    probe_ids,
+)
+from ascend_ready.checks.resources.stack import installed_stack
+from ascend_ready.checks.snapshot import Snapshot
+from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode, ParseError, validation_lines
+from ascend_ready.fleet.transport import Target
 
 if TYPE_CHECKING:
     from ascend_ready.checks.report import Report
@@ -97,7 +120,6 @@ class LaunchSpecHost(_Model):
 
     def target(self, name: str) -> Target:
         """How to reach this host over SSH (unset fields fall back to ssh_config, as for ascend-check)."""
-        from ascend_ready.fleet.transport import Target
 
         return Target(name=name, address=self.address, port=self.ssh_port, user=self.ssh_user,
                       key_file=self.ssh_key_file, known_hosts_file=self.known_hosts_file,
@@ -146,8 +168,6 @@ class LaunchSpec(_Model):
 
     def content_digest(self) -> str:
         """sha256 of everything but the digest, as JSON with sorted keys (what a write records)."""
-        import hashlib
-        import json
 
         # a field added later and unset is left out, so the digest of an older spec still holds
         exclude = {"digest"} | ({"ports"} if self.ports is None else set())
@@ -232,7 +252,6 @@ def require_covered(hosts: Mapping[str, tuple[set[str], Sequence[str] | None]], 
     """Refuse (LaunchSpecRefused, exit 1) when `what` did not judge, on some host of `hosts` (name ->
     (ids judged there, ids its profile requires for training; None: the default profile's)), a required
     check that is not `waived`, naming the checks per host (hosts missing the same ones share a line)."""
-    from ascend_ready.checks.profile import TRAINING_CHECKS
 
     missing: dict[tuple[str, ...], list[str]] = {}
     for name, (judged, required) in sorted(hosts.items()):
@@ -273,7 +292,6 @@ def load_launch_spec(path: str | Path) -> LaunchSpec:
     try:
         spec = LaunchSpec.model_validate_json(text)
     except ValidationError as exc:
-        from ascend_ready.errors import validation_lines
 
         raise ConfigError(f"the launch spec {path} is not valid:\n  "
                           + "\n  ".join(validation_lines(exc, LaunchSpec)[:8]), hint=remake) from None
@@ -287,7 +305,6 @@ def load_launch_spec(path: str | Path) -> LaunchSpec:
 
 def _schema_version(text: str) -> object:
     """The file's schema_version as written (1 where absent: the first version had the default)."""
-    import json
 
     try:
         data = json.loads(text)
@@ -324,7 +341,6 @@ def spec_from_report(
     `devices[name]` is (healthy device ids, excluded id -> reason), e.g. from `healthy_devices`;
     `training[name]` the (training user, interpreter) where the inventory names them.
     """
-    from ascend_ready.checks.parsers.ip_route import nic_toward, parse_ip_addr, parse_ip_route_get
 
     addrs, devices, fingerprints, training = addrs or {}, devices or {}, fingerprints or {}, training or {}
     judged = {h.name: h for h in report.hosts} if report is not None else {}
@@ -380,9 +396,6 @@ def spec_from_report(
 #: what a launch spec fingerprints per node, and re-reads at launch: the software stack (fleet.stack)
 def fingerprint_hosts(snapshot, profiles: Mapping[str, object]) -> dict[str, dict[str, str]]:
     """component -> version of every reachable host of `snapshot` (what fleet.stack compares)."""
-    from ascend_ready.checks.resources import Host
-    from ascend_ready.checks.resources.stack import installed_stack
-    from ascend_ready.errors import AscendReadyError
 
     out: dict[str, dict[str, str]] = {}
     for name, snap in snapshot.hosts.items():
@@ -397,23 +410,12 @@ def fingerprint_hosts(snapshot, profiles: Mapping[str, object]) -> dict[str, dic
 
 
 def stack_probe_ids() -> set[str]:
-    from ascend_ready.checks.resources import (
-        CannComponents,
-        DriverVersion,
-        FirmwareVersion,
-        PythonPackages,
-        Toolkit,
-        probe_ids,
-    )
 
     return set(probe_ids([DriverVersion, FirmwareVersion, Toolkit, CannComponents, PythonPackages]))
 
 
 def current_fingerprints(targets: Sequence[Target], fanout, profiles: Mapping[str, object]) -> dict:
     """Read every target's stack again now (one batch each): what `LaunchSpec.check_versions` compares."""
-    from ascend_ready.checks.catalog import plan
-    from ascend_ready.checks.collect import collect
-    from ascend_ready.checks.snapshot import Snapshot
 
     wanted = stack_probe_ids()
     hosts = collect(list(targets), lambda t: (plan(profiles[t.name], wanted), profiles[t.name].training_user),
@@ -424,8 +426,6 @@ def current_fingerprints(targets: Sequence[Target], fanout, profiles: Mapping[st
 def training_interpreter(host) -> str | None:
     """The training interpreter's path as the training-env probe read it on the node (None: not read, or
     unreadable: versions.training_env says why)."""
-    from ascend_ready.checks.parsers.cann_python import parse_training_env
-    from ascend_ready.errors import ParseError
 
     res = host.probes.get("training-env") if host is not None else None
     if res is None or res.rc != 0:
@@ -443,19 +443,15 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
     healthy devices, stack fingerprint and the NIC with the route to the master (the first host that
     passed, as the node resolves it), and the HCCL rank table of the healthy devices where their device
     IPs were read (else `note` says why there is none)."""
-    from ascend_ready.checks.collect import collect
-    from ascend_ready.checks.probes import Probe
 
     profiles = {name: h.profile for name, h in snapshot.hosts.items() if h.profile is not None}
     passed = [t for t in targets if any(r.host == t.name for r in report.results)
               and all(r.status in ("pass", "warn", "skip") for r in report.results if r.host == t.name)]
     if not passed:  # hook (ops-launch, launch_routes.py): say what the results really are
-        from ascend_ready.checks.cluster.launch_routes import nothing_passed
 
         message, hint = nothing_passed(report, targets)
         raise LaunchSpecRefused(message, hint=hint)
     master = passed[0].address or passed[0].name
-    import shlex
 
     q = shlex.quote(master)
     probes = [Probe("route", shell=f"ip -o route get {q}"), Probe("addr", shell=f"ip -o addr show to {q}")]
@@ -477,7 +473,6 @@ def make_launch_spec(report: Report, snapshot, targets: Sequence[Target], fanout
                             master_port=master_port, devices=devices, fingerprints=fingerprints,
                             valid_s=valid_s, waived=waived)
     # hook (ops-launch, launch_routes.py): a host without a route toward the master may not start
-    from ascend_ready.checks.cluster.launch_routes import refuse_unrouted
 
     for line in refuse_unrouted(spec, route_errors):
         note(f"not startable: {line}")
@@ -508,7 +503,6 @@ def write_launch_spec(path: Path, report: Report, snapshot, targets: Sequence[Ta
                       note: Callable[[str], None] = lambda line: None) -> LaunchSpec:
     """`ascend-check --launch-spec FILE`: make the spec (make_launch_spec) and write it; `note` gets what
     it says on the way and the line naming the file."""
-    from ascend_ready.checks.report import write_atomic
 
     spec = make_launch_spec(report, snapshot, targets, fanout, valid_s=valid_s, waived=waived,
                             note=lambda line: note(f"launch spec: {line}"))

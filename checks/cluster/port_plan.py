@@ -26,6 +26,7 @@ at start, which diagnose names (EJ0003/EI0019).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -35,7 +36,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.checks.parsers.sockets import parse_listeners
+from ascend_ready.errors import ConfigError, ParseError, TrainingError
 
 __all__ = [
     "HCCL_SPAN",
@@ -245,8 +247,6 @@ def refuse_held(plan: PortPlan, listeners: Mapping[str, object]) -> None:
 def read_listeners(snapshots: Mapping[str, object]) -> dict[str, object]:
     """node -> Listeners from each node's `listen` probe result (rc, stdout); a probe that did not run or
     printed something else refuses the launch (a port not read is not a free port)."""
-    from ascend_ready.checks.parsers.sockets import parse_listeners
-    from ascend_ready.errors import ParseError
 
     out = {}
     for node, res in snapshots.items():
@@ -293,7 +293,6 @@ class PortClaims:
 
     @contextlib.contextmanager
     def _locked(self):
-        import fcntl
 
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.dir / ".lock", "a+") as fh:

@@ -8,10 +8,19 @@ docs/zh/scheduling/06_api/14_hccl.json_file_description.md); see ../shared/REFER
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ascend_ready.checks.catalog import plan
+from ascend_ready.checks.cluster.aliases import alias_note, snapshot_aliases
+from ascend_ready.checks.collect import collect
+from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
+from ascend_ready.checks.report import write_atomic
+from ascend_ready.checks.resources import Host, MachineIdentity, NicIp, NpuSmi, probe_ids
+from ascend_ready.checks.snapshot import Snapshot
 from ascend_ready.errors import AscendReadyError, ConfigError
 
 if TYPE_CHECKING:
@@ -152,7 +161,6 @@ def parse_exclude(items: Iterable[str], hosts: Iterable[str] | None = None) -> l
 def read_device_ips(snap: HostSnapshot, profile) -> tuple[dict[int, str], list[str]]:
     """(device -> IP, why a device or the node has none) from the `hccn_tool -i N -ip -g` answers in the
     host's snapshot (the NicIp resource: the preflight's own probe and parser)."""
-    from ascend_ready.checks.resources import Host, NicIp
 
     try:
         nic_ip = Host(snap, profile).resource(NicIp)
@@ -202,7 +210,6 @@ def healthy_devices(host: HostSnapshot) -> tuple[list[int], dict[str, str]]:
     has one (310/310P), else the chips' position in NPU then chip order.
     A host whose table was not read has no known-good device: ([], {}) with nothing claimed.
     """
-    from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
 
     result = host.probes.get("npu-smi-info")
     if result is None or result.rc != 0 or not result.stdout.strip():
@@ -239,11 +246,6 @@ def fleet_rank_table(
     (`--exclude node03:5` after the mesh named that device). ConfigError when `exclude` leaves no device or
     names a device a node lacks, and for an A3 fleet (its super_device_ids are not read yet).
     """
-    from ascend_ready.checks.catalog import plan
-    from ascend_ready.checks.cluster.aliases import alias_note, snapshot_aliases
-    from ascend_ready.checks.collect import collect
-    from ascend_ready.checks.resources import MachineIdentity, NicIp, NpuSmi, probe_ids
-    from ascend_ready.checks.snapshot import Snapshot
 
     reachable = [t for t in targets if t.name in snapshot.hosts and snapshot.hosts[t.name].reachable]
     unreachable = sorted({t.name for t in targets} - {t.name for t in reachable})
@@ -318,10 +320,7 @@ def write_rank_table(report: Report, snapshot: Snapshot, targets: Sequence[Targe
     """Write the rank table (`ascend-check --rank-table FILE`) and/or its host list (`--hostfile`); False
     (after a `note` saying why) when no host has a device to put in it. Hosts whose checks failed in
     `report` stay in, named (fleet_rank_table)."""
-    import json
-    from pathlib import Path
 
-    from ascend_ready.checks.report import write_atomic
 
     failed: dict[str, list[str]] = {}
     for r in report.results:
