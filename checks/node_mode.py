@@ -209,6 +209,28 @@ class _Watchdog:
     "and the drain was ours. Leaves out the checks of an idle node (a job may hold the NPUs).",
 )
 @click.option(
+    "--drain-max-share",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.5,
+    show_default=True,
+    help="--slurm-health: the drain breaker; never drain more than this share of a partition in one "
+    "--drain-window (at least one node); a failing node past it stays in service, said in its Slurm Comment, "
+    "a log line and the textfile metric ascend_check_drain_held_back.",
+)
+@click.option(
+    "--drain-window",
+    type=click.FloatRange(1.0, 30 * 86400),
+    default=3600.0,
+    show_default=True,
+    help="--slurm-health: seconds the breaker counts ascend-check's drains over (Slurm's reason times).",
+)
+@click.option(
+    "--drain-on-error",
+    is_flag=True,
+    help="--slurm-health: also drain when checks could not be judged (by default a node is drained only "
+    "for a check that failed; 'cannot judge' is logged and exported).",
+)
+@click.option(
     "--prolog",
     is_flag=True,
     help="Act as Slurm's Prolog: a fast subset of checks; exit 1 refuses "
@@ -242,6 +264,9 @@ def node_command(
     prometheus,
     report_file,
     slurm_health,
+    drain_max_share,
+    drain_window,
+    drain_on_error,
     prolog,
     gres_line,
     no_report,
@@ -313,14 +338,22 @@ def node_command(
         ),
     )
 
+    from ascend_ready.checks.drain_policy import DrainPolicy
+
+    policy = DrainPolicy(max_share=drain_max_share, window_s=drain_window, drain_on_error=drain_on_error)
+
     def on_expiry(msg: str) -> None:
         if prometheus:
             _write_unjudged(prometheus, name, f"run passed its {deadline:g} s deadline")
-        if slurm_health:
+        if slurm_health and policy.drain_on_error:
             from ascend_ready.checks.slurm_health import REASON_PREFIX, act_on_verdict
 
             act_on_verdict(
-                name, f"{REASON_PREFIX} cannot judge: run passed its {deadline:g} s deadline", timeout=2.0
+                name,
+                f"{REASON_PREFIX} cannot judge: run passed its {deadline:g} s deadline",
+                timeout=2.0,
+                policy=policy,
+                judged=False,
             )
 
     with _Watchdog(deadline, on_expiry):
@@ -353,21 +386,37 @@ def node_command(
             _write(report_file, render_json(report), "report")
         code = exit_code(report)
         if slurm_health:
-            code = _slurm_health(name, report, report_file)
+            code = _slurm_health(name, report, report_file, policy, tier, prometheus, no_report)
     sys.exit(code)
 
 
-def _slurm_health(name: str, report, report_file: str) -> int:
-    """Drain or resume this node as the verdict says; exit 0 once Slurm was told, 1 when it could not be."""
-    from ascend_ready.checks.slurm_health import act_on_verdict, drain_reason
+def _slurm_health(name: str, report, report_file: str, policy, tier: str, prometheus, no_report) -> int:
+    """Drain or resume this node as the verdict and the policy say (checks/drain_policy.py); exit 0 once
+    Slurm was told, 1 when it could not be. The action goes into the node's drain history and textfile."""
+    from ascend_ready.checks import drain_policy
+    from ascend_ready.checks.report import render_prometheus
+    from ascend_ready.checks.slurm_health import act_on_verdict, clear_comment, drain_reason
 
     reason = drain_reason(report, name)
+    judged = any(r.host == name and r.status == "fail" for r in report.results)
+    history = drain_policy.history_path(report_file)
     try:
-        action = act_on_verdict(name, reason)
+        action = act_on_verdict(name, reason, policy=policy, tier=tier, judged=judged)
+        last = (drain_policy.read_history(history) or [{}])[-1]
+        if last.get("action") == "held" and action.action != "held":
+            clear_comment(name)
     except AscendReadyError as exc:
         click.echo(f"error: ascend-check node --slurm-health could not act: {exc.message}", err=True)
         if exc.hint:
             click.echo(f"hint: {exc.hint}", err=True)
         return int(ExitCode.FAILED)
     click.echo(f"slurm: {action.note} (full report: {report_file})", err=True)
+    if prometheus:
+        _write(prometheus, render_prometheus(report) + drain_policy.render_metrics(name, action), "textfile")
+    if not no_report and action.action != "none":
+        try:
+            drain_policy.record(history, node=name, action=action.action, reason=action.reason, tier=tier,
+                                note=action.note)
+        except OSError as exc:
+            click.echo(f"warning: the drain history {history} was not written: {exc}", err=True)
     return int(ExitCode.OK)
