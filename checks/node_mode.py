@@ -225,6 +225,14 @@ class _Watchdog:
     help="--slurm-health: seconds the breaker counts ascend-check's drains over (Slurm's reason times).",
 )
 @click.option(
+    "--slurm-textfile",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="--slurm-health: write what was done in Slurm (ascend_check_slurm_action, "
+    "ascend_check_drain_held_back) as node_exporter textfile metrics here, apart from --prometheus's file "
+    "(the node_health timer's: two files must not carry the same series).",
+)
+@click.option(
     "--drain-on-error",
     is_flag=True,
     help="--slurm-health: also drain when checks could not be judged (by default a node is drained only "
@@ -266,6 +274,7 @@ def node_command(
     slurm_health,
     drain_max_share,
     drain_window,
+    slurm_textfile,
     drain_on_error,
     prolog,
     gres_line,
@@ -304,6 +313,7 @@ def node_command(
     if slurm_health:
         skip = (*skip, *BUSY_STATE_CHECKS)
     check_output_path(prometheus, "--prometheus")
+    check_output_path(slurm_textfile, "--slurm-textfile")
     name = node_name(given_name)
     if unjudged is not None:
         if not prometheus:
@@ -386,15 +396,14 @@ def node_command(
             _write(report_file, render_json(report), "report")
         code = exit_code(report)
         if slurm_health:
-            code = _slurm_health(name, report, report_file, policy, tier, prometheus, no_report)
+            code = _slurm_health(name, report, report_file, policy, tier, slurm_textfile, no_report)
     sys.exit(code)
 
 
-def _slurm_health(name: str, report, report_file: str, policy, tier: str, prometheus, no_report) -> int:
+def _slurm_health(name: str, report, report_file: str, policy, tier: str, textfile, no_report) -> int:
     """Drain or resume this node as the verdict and the policy say (checks/drain_policy.py); exit 0 once
     Slurm was told, 1 when it could not be. The action goes into the node's drain history and textfile."""
     from ascend_ready.checks import drain_policy
-    from ascend_ready.checks.report import render_prometheus
     from ascend_ready.checks.slurm_health import act_on_verdict, clear_comment, drain_reason
 
     reason = drain_reason(report, name)
@@ -411,8 +420,8 @@ def _slurm_health(name: str, report, report_file: str, policy, tier: str, promet
             click.echo(f"hint: {exc.hint}", err=True)
         return int(ExitCode.FAILED)
     click.echo(f"slurm: {action.note} (full report: {report_file})", err=True)
-    if prometheus:
-        _write(prometheus, render_prometheus(report) + drain_policy.render_metrics(name, action), "textfile")
+    if textfile:
+        _write(textfile, drain_policy.render_metrics(name, action), "textfile")
     if not no_report and action.action != "none":
         try:
             drain_policy.record(history, node=name, action=action.action, reason=action.reason, tier=tier,
