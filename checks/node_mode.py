@@ -422,7 +422,9 @@ def _slurm_health(name: str, report, report_file: str, policy, tier: str, textfi
     click.echo(f"slurm: {action.note} (full report: {report_file})", err=True)
     if textfile:
         _write(textfile, drain_policy.render_metrics(name, action), "textfile")
-    if not no_report and action.action != "none":
+    # a node that stays held back, drained or unjudged says so every interval: the history keeps the change
+    repeat = (last.get("action"), last.get("reason")) == (action.action, action.reason)
+    if not no_report and action.action != "none" and not repeat:
         try:
             drain_policy.record(history, node=name, action=action.action, reason=action.reason, tier=tier,
                                 note=action.note)
