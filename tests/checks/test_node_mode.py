@@ -481,3 +481,29 @@ def test_a_run_past_its_deadline_leaves_could_not_judge(tmp_path):
     text = prom.read_text()
     assert "ascend_check_status" not in text
     assert 'reason="run passed its 1 s deadline"} 1' in text
+
+
+def test_slurm_health_cli_holds_back_past_the_breaker_and_exports_it(node_run, tmp_path, monkeypatch):
+    slurm = FakeSlurm()
+    for other in ("node01", "node03"):  # half of the partition already drained by ascend-check
+        slurm.nodes[other] = slurm_fake.Node("drained", "root", "2026-12-02T06:30:00",
+                                             "ascend-check: npu.health")
+    monkeypatch.setattr(slurm_health, "_run", slurm)
+    monkeypatch.setattr(slurm_health, "datetime", type("D", (), {"now": staticmethod(lambda: slurm.clock)}))
+    node_run.append(("pcie-width", {"npu": 2, "width": 8}))
+    prom = tmp_path / "ascend_check_slurm.prom"
+    args = ["node", "--slurm-health", "--node-name", "node02", "--report", str(tmp_path / "node.json"),
+            "--slurm-textfile", str(prom)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert slurm.state == "idle" and "NOT drained" in result.stderr and "node01, node03" in result.stderr
+    assert slurm.nodes["node02"].comment.startswith("ascend-check: drain held back by the breaker")
+    assert 'ascend_check_drain_held_back{host="node02"} 1' in prom.read_text()
+    again = CliRunner().invoke(main, args)  # still held: the history says it once
+    assert again.exit_code == 0
+    history = (tmp_path / "drain-history.jsonl").read_text().splitlines()
+    assert [json.loads(line)["action"] for line in history] == ["held"]
+    node_run.clear()  # repaired: the breaker's Comment goes, the metric drops to 0
+    CliRunner().invoke(main, args)
+    assert slurm.nodes["node02"].comment == ""
+    assert 'ascend_check_drain_held_back{host="node02"} 0' in prom.read_text()
