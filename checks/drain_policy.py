@@ -202,10 +202,12 @@ def record(path: Path, **event) -> None:
 
 def read_history(path: Path) -> list[dict]:
     """The node's drain history, oldest first (lines that do not parse are skipped: it is a log)."""
-    if not path.is_file():
+    try:
+        text = path.read_text() if path.is_file() else ""
+    except OSError:  # unreadable: as if empty (the history is a log; the Slurm action stands without it)
         return []
     out = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         try:
             out.append(json.loads(line))
         except ValueError:
