@@ -19,15 +19,23 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from ascend_ready.checks import drain_policy
 from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints
 from ascend_ready.checks.cluster.launchspec import healthy_devices
+from ascend_ready.checks.drain_policy import DrainPolicy
 from ascend_ready.checks.html_report import check_output_path
 from ascend_ready.checks.node_unjudged import render_unjudged
 from ascend_ready.checks.preflight import PreflightOptions, collect_snapshot, judge_snapshot
 from ascend_ready.checks.profile import NODE_PROFILE
 from ascend_ready.checks.registry import check_select
 from ascend_ready.checks.report import exit_code, render_json, render_prometheus, render_table, write_atomic
-from ascend_ready.checks.slurm_health import REASON_PREFIX, act_on_verdict, drain_reason, gres_conf_line
+from ascend_ready.checks.slurm_health import (
+    REASON_PREFIX,
+    act_on_verdict,
+    clear_comment,
+    drain_reason,
+    gres_conf_line,
+)
 from ascend_ready.errors import AscendReadyError, ConfigError, ExitCode
 from ascend_ready.fleet.transport import LOCAL, FanoutOptions, Target
 
@@ -215,6 +223,36 @@ class _Watchdog:
     "and the drain was ours. Leaves out the checks of an idle node (a job may hold the NPUs).",
 )
 @click.option(
+    "--drain-max-share",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.5,
+    show_default=True,
+    help="--slurm-health: the drain breaker; never drain more than this share of a partition in one "
+    "--drain-window (at least one node); a failing node past it stays in service, said in its Slurm Comment, "
+    "a log line and the textfile metric ascend_check_drain_held_back.",
+)
+@click.option(
+    "--drain-window",
+    type=click.FloatRange(1.0, 30 * 86400),
+    default=3600.0,
+    show_default=True,
+    help="--slurm-health: seconds the breaker counts ascend-check's drains over (Slurm's reason times).",
+)
+@click.option(
+    "--slurm-textfile",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="--slurm-health: write what was done in Slurm (ascend_check_slurm_action, "
+    "ascend_check_drain_held_back) as node_exporter textfile metrics here, apart from --prometheus's file "
+    "(the node_health timer's: two files must not carry the same series).",
+)
+@click.option(
+    "--drain-on-error",
+    is_flag=True,
+    help="--slurm-health: also drain when checks could not be judged (by default a node is drained only "
+    "for a check that failed; 'cannot judge' is logged and exported).",
+)
+@click.option(
     "--prolog",
     is_flag=True,
     help="Act as Slurm's Prolog: a fast subset of checks; exit 1 refuses "
@@ -248,6 +286,10 @@ def node_command(
     prometheus,
     report_file,
     slurm_health,
+    drain_max_share,
+    drain_window,
+    slurm_textfile,
+    drain_on_error,
     prolog,
     gres_line,
     no_report,
@@ -281,6 +323,7 @@ def node_command(
     if slurm_health:
         skip = (*skip, *BUSY_STATE_CHECKS)
     check_output_path(prometheus, "--prometheus")
+    check_output_path(slurm_textfile, "--slurm-textfile")
     name = node_name(given_name)
     if unjudged is not None:
         if not prometheus:
@@ -314,13 +357,20 @@ def node_command(
         ),
     )
 
+
+    policy = DrainPolicy(max_share=drain_max_share, window_s=drain_window, drain_on_error=drain_on_error)
+
     def on_expiry(msg: str) -> None:
         if prometheus:
             _write_unjudged(prometheus, name, f"run passed its {deadline:g} s deadline")
-        if slurm_health:
+        if slurm_health and policy.drain_on_error:
 
             act_on_verdict(
-                name, f"{REASON_PREFIX} cannot judge: run passed its {deadline:g} s deadline", timeout=2.0
+                name,
+                f"{REASON_PREFIX} cannot judge: run passed its {deadline:g} s deadline",
+                timeout=2.0,
+                policy=policy,
+                judged=False,
             )
 
     with _Watchdog(deadline, on_expiry):
@@ -348,20 +398,36 @@ def node_command(
             _write(report_file, render_json(report), "report")
         code = exit_code(report)
         if slurm_health:
-            code = _slurm_health(name, report, report_file)
+            code = _slurm_health(name, report, report_file, policy, tier, slurm_textfile, no_report)
     sys.exit(code)
 
 
-def _slurm_health(name: str, report, report_file: str) -> int:
-    """Drain or resume this node as the verdict says; exit 0 once Slurm was told, 1 when it could not be."""
+def _slurm_health(name: str, report, report_file: str, policy, tier: str, textfile, no_report) -> int:
+    """Drain or resume this node as the verdict and the policy say (checks/drain_policy.py); exit 0 once
+    Slurm was told, 1 when it could not be. The action goes into the node's drain history and textfile."""
 
     reason = drain_reason(report, name)
+    judged = any(r.host == name and r.status == "fail" for r in report.results)
+    history = drain_policy.history_path(report_file)
     try:
-        action = act_on_verdict(name, reason)
+        action = act_on_verdict(name, reason, policy=policy, tier=tier, judged=judged)
+        last = (drain_policy.read_history(history) or [{}])[-1]
+        if last.get("action") == "held" and action.action != "held":
+            clear_comment(name)
     except AscendReadyError as exc:
         click.echo(f"error: ascend-check node --slurm-health could not act: {exc.message}", err=True)
         if exc.hint:
             click.echo(f"hint: {exc.hint}", err=True)
         return int(ExitCode.FAILED)
     click.echo(f"slurm: {action.note} (full report: {report_file})", err=True)
+    if textfile:
+        _write(textfile, drain_policy.render_metrics(name, action), "textfile")
+    # a node that stays held back, drained or unjudged says so every interval: the history keeps the change
+    repeat = (last.get("action"), last.get("reason")) == (action.action, action.reason)
+    if not no_report and action.action != "none" and not repeat:
+        try:
+            drain_policy.record(history, node=name, action=action.action, reason=action.reason, tier=tier,
+                                note=action.note)
+        except OSError as exc:
+            click.echo(f"warning: the drain history {history} was not written: {exc}", err=True)
     return int(ExitCode.OK)

@@ -11,7 +11,15 @@ import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
+from ascend_ready.checks.drain_policy import (
+    PARTITION_FORMAT,
+    REASON_PREFIX,
+    DrainPolicy,
+    breaker_verdict,
+    parse_partition_nodes,
+)
 from ascend_ready.checks.report import Report
 from ascend_ready.errors import RemoteError
 
@@ -24,8 +32,6 @@ __all__ = [
     "parse_node_state",
 ]
 
-#: every drain reason ascend-check sets starts so; only a drain with it is ever resumed by us
-REASON_PREFIX = "ascend-check:"
 #: Slurm keeps reasons of any length, but `sinfo -R` and `scontrol show node` are read by people:
 #: the ids that fit, then "+N more"; the full report is in the file on the node
 REASON_MAX = 96
@@ -149,19 +155,40 @@ def node_state(node: str, *, run: Runner | None = None, timeout: float = SLURM_C
 
 
 def act_on_verdict(
-    node: str, reason: str | None, *, run: Runner | None = None, timeout: float = SLURM_CALL_TIMEOUT_S
+    node: str,
+    reason: str | None,
+    *,
+    run: Runner | None = None,
+    timeout: float = SLURM_CALL_TIMEOUT_S,
+    policy: DrainPolicy | None = None,
+    tier: str = "quick",
+    judged: bool = True,
+    now: datetime | None = None,
 ) -> SlurmAction:
     """Drain `node` with `reason` (None: it passed), or resume it if it passed and the drain was ours.
 
     A node an administrator drained (any reason not starting with REASON_PREFIX) is left as it is, failing
-    or passing: their reason says more than ours, and lifting it is theirs to do."""
+    or passing: their reason says more than ours, and lifting it is theirs to do. `policy` (checks/
+    drain_policy.py): a pass of a tier not in its resume_tiers leaves our drain in place (awaiting an active
+    re-check); `judged` False (only checks that could not judge) drains only with drain_on_error; a drain
+    that would take more than the breaker's share of a partition is held back (action "held")."""
     run = run or _run
+    policy = policy or DrainPolicy()
     state = node_state(node, run=run, timeout=timeout)
     scontrol = "scontrol"
     if reason is None:
         if state.drained and state.ours:
+            if tier not in policy.resume_tiers:
+                return SlurmAction(
+                    "recheck",
+                    "",
+                    f"{node} passed the {tier} tier; stays drained ({state.reason!r}) until an active "
+                    f"re-check passes: ascend-check node --slurm-health --tier {policy.resume_tiers[0]}",
+                )
             _call(run, [scontrol, "update", f"NodeName={node}", "State=RESUME"], timeout)
-            return SlurmAction("resume", "", f"{node} passed: resumed (it was drained with {state.reason!r})")
+            return SlurmAction(
+                "resume", "", f"{node} passed the {tier} tier: resumed (it was drained with {state.reason!r})"
+            )
         note = (
             f"{node} passed; left drained: {state.reason!r} was set by {state.reason_user}, not by "
             "ascend-check"
@@ -176,10 +203,47 @@ def act_on_verdict(
             f"{node} fails ({reason}); already drained by "
             f"{state.reason_user}: {state.reason!r}, left as it is",
         )
+    if not judged and not policy.drain_on_error:
+        kept = f"; stays drained ({state.reason!r})" if state.drained else ""
+        return SlurmAction(
+            "unjudged",
+            reason,
+            f"{node} could not be judged ({reason}): not drained for that (--drain-on-error drains){kept}",
+        )
     if state.drained and _same_reason(state.reason, reason):
         return SlurmAction("none", reason, f"{node} still fails: stays drained ({reason})")
+    if state.drained:  # ours, another reason: not a new drain, the breaker's count does not change
+        _call(run, [scontrol, "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"], timeout)
+        return SlurmAction("drain", reason, f"{node} still drained, now for: {reason} (was {state.reason!r})")
+    now = now or datetime.now()
+    before = breaker_verdict(node, partition_nodes(run=run, timeout=timeout), policy, now, drained_self=False)
+    if not before.allowed:
+        return _hold(run, node, reason, before.note, timeout)
     _call(run, [scontrol, "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}"], timeout)
+    after = breaker_verdict(node, partition_nodes(run=run, timeout=timeout), policy, now, drained_self=True)
+    if not after.allowed:  # another node drained in the same second: the later ones (and ties) step back
+        _call(run, [scontrol, "update", f"NodeName={node}", "State=RESUME"], timeout)
+        why = after.note + " (drained at the same time as another: undone)"
+        return _hold(run, node, reason, why, timeout)
     return SlurmAction("drain", reason, f"{node} drained: {reason}")
+
+
+def _hold(run: Runner, node: str, reason: str, why: str, timeout: float) -> SlurmAction:
+    """The breaker keeps `node` in service: said in Slurm's node Comment (scontrol show node), which a
+    node in service can carry (a Reason cannot: Slurm keeps it only on a down or drained node)."""
+    comment = _shorten(f"{REASON_PREFIX} drain held back by the breaker: {reason[len(REASON_PREFIX):]}")
+    _call(run, ["scontrol", "update", f"NodeName={node}", f"Comment={comment}"], timeout)
+    return SlurmAction("held", reason, f"{node} fails ({reason}) but is NOT drained: {why}")
+
+
+def clear_comment(node: str, *, run: Runner | None = None, timeout: float = SLURM_CALL_TIMEOUT_S) -> None:
+    """Lift the breaker's Comment once the node drains or passes."""
+    _call(run or _run, ["scontrol", "update", f"NodeName={node}", "Comment="], timeout)
+
+
+def partition_nodes(*, run: Runner | None = None, timeout: float = SLURM_CALL_TIMEOUT_S):
+    """Every node of every partition as sinfo prints them in PARTITION_FORMAT (the breaker's count)."""
+    return parse_partition_nodes(_call(run or _run, ["sinfo", "-h", "-N", "-o", PARTITION_FORMAT], timeout))
 
 
 def _same_reason(current: str, wanted: str) -> bool:

@@ -82,7 +82,7 @@ def test_rules_file_is_valid_and_names_every_alert():
     if PROMTOOL:
         proc = subprocess.run([PROMTOOL, "check", "rules", str(RULES)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "SUCCESS: 5 rules found" in proc.stdout
+        assert "SUCCESS: 6 rules found" in proc.stdout
 
 
 @needs_promtool
@@ -186,6 +186,49 @@ def test_each_alert_fires_from_recorded_textfiles_and_a_healthy_node_fires_none(
     proc = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout
+
+
+@needs_promtool
+def test_a_drain_the_breaker_held_back_fires_its_alert_and_a_drained_node_does_not(tmp_path):
+    """The textfile `ascend-check node --slurm-health --prometheus` writes on the node the breaker kept in
+    service (three of four failing: tests/checks/test_drain_policy.py) and on one it drained."""
+    from slurm_fake import FakeSlurm
+
+    from ascend_ready.checks.drain_policy import render_metrics
+    from ascend_ready.checks.slurm_health import act_on_verdict, drain_reason
+
+    slurm = FakeSlurm()
+    series = []
+    for i, node in enumerate(("node01", "node02", "node03")):
+        report, text = _textfile(node, index=i, faults=[("pcie-width", {"npu": 2, "width": 8})])
+        action = act_on_verdict(node, drain_reason(report, node), run=slurm, now=slurm.clock)
+        series += _series(text + render_metrics(node, action), f"{node}:9100", fresh=True)
+    assert [n.state for n in slurm.nodes.values()] == ["drained", "drained", "idle", "idle"]
+    labels = {"job": "node", "instance": "node03:9100", "host": "node03"}
+    tests = {
+        "rule_files": [str(RULES)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": "0m", "alertname": "AscendCheckDrainHeldBack", "exp_alerts": []},
+                    {
+                        "eval_time": "5m",
+                        "alertname": "AscendCheckDrainHeldBack",
+                        "exp_alerts": [
+                            _expected("AscendCheckDrainHeldBack", labels, ascend_severity="critical")
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "held-back.test.yml"
+    path.write_text(yaml.safe_dump(tests, sort_keys=False))
+    proc = subprocess.run([PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @needs_promtool

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import slurm_fake
 from checks_fakenode import fake_host
 from click.testing import CliRunner
 
@@ -181,30 +182,20 @@ def test_node_refuses_both_roles_and_a_bad_output_path_before_probing(node_run, 
 # ---------------------------------------------------------------- Slurm
 
 
-class FakeSlurm:
-    """sinfo and scontrol as one node's slurmctld answers them: `sinfo -h -N -n NODE -o '%N|%T|%u|%E'`
-    prints `node02|drained|root|ascend-check: pcie.link_width` (an idle node: `node02|idle|Unknown|none`)."""
+class FakeSlurm(slurm_fake.FakeSlurm):
+    """A partition of node01-node04 (tests/checks/slurm_fake.py, Slurm 22.05.8's output) where `node` is in
+    `state` with `reason` (an idle node: `node02|main*|idle|Unknown|Unknown|none`)."""
 
-    def __init__(self, state="idle", user="Unknown", reason="none"):
-        self.state, self.user, self.reason = state, user, reason
-        self.calls: list[list[str]] = []
+    def __init__(self, state="idle", user="Unknown", reason="none", node="node02"):
+        nodes = {f"node{i:02d}": slurm_fake.Node() for i in range(1, 5)}
+        nodes[node] = slurm_fake.Node(state, user, "Unknown" if reason == "none" else "2026-12-02T06:30:00",
+                                      reason)
+        super().__init__(nodes)
+        self.node = node
 
-    def __call__(self, argv, timeout):
-        self.calls.append(list(argv))
-        if argv[0] == "sinfo":
-            node = argv[argv.index("-n") + 1]
-            out = f"{node}|{self.state}|{self.user}|{self.reason}\n"
-            return subprocess.CompletedProcess(argv, 0, out, "")
-        update = dict(a.split("=", 1) for a in argv[2:])
-        if update["State"] == "DRAIN":
-            self.state, self.user, self.reason = "drained", "root", update["Reason"]
-        elif update["State"] == "RESUME":
-            self.state, self.user, self.reason = "idle", "Unknown", "none"
-        return subprocess.CompletedProcess(argv, 0, "", "")
-
-    @property
-    def updates(self):
-        return [c for c in self.calls if c[0] == "scontrol"]
+    state = property(lambda self: self.nodes[self.node].state)
+    user = property(lambda self: self.nodes[self.node].user)
+    reason = property(lambda self: self.nodes[self.node].reason)
 
 
 def _report(statuses: dict[str, str], node="node02") -> Report:
@@ -224,16 +215,18 @@ def test_a_failing_node_is_drained_with_the_failing_and_unjudged_ids():
     )
     assert reason == "ascend-check: pcie.link_width; cannot judge npu.health"
     slurm = FakeSlurm()
-    action = act_on_verdict("node02", reason, run=slurm)
+    action = act_on_verdict("node02", reason, run=slurm, judged=True)
     assert action.action == "drain"
     assert slurm.updates == [["scontrol", "update", "NodeName=node02", "State=DRAIN", f"Reason={reason}"]]
-    again = act_on_verdict("node02", reason, run=slurm)
+    again = act_on_verdict("node02", reason, run=slurm, judged=True)
     assert again.action == "none" and len(slurm.updates) == 1  # already drained with that reason
 
 
 def test_a_passing_node_is_resumed_only_from_our_own_drain():
     ours = FakeSlurm("drained", "root", "ascend-check: pcie.link_width")
-    assert act_on_verdict("node02", None, run=ours).action == "resume"
+    quick = act_on_verdict("node02", None, run=ours)  # the health check's quick tier: not a re-check
+    assert quick.action == "recheck" and not ours.updates and "--tier full" in quick.note
+    assert act_on_verdict("node02", None, run=ours, tier="full").action == "resume"
     assert ours.updates == [["scontrol", "update", "NodeName=node02", "State=RESUME"]]
     admin = FakeSlurm("drained", "admin", "replace DIMM B3")
     passed = act_on_verdict("node02", None, run=admin)
@@ -241,7 +234,7 @@ def test_a_passing_node_is_resumed_only_from_our_own_drain():
     failing = act_on_verdict("node02", "ascend-check: npu.health", run=admin)
     assert failing.action == "none" and not admin.updates and admin.reason == "replace DIMM B3"
     busy = FakeSlurm("draining", "root", "ascend-check: npu.health")
-    assert act_on_verdict("node02", None, run=busy).action == "resume"
+    assert act_on_verdict("node02", None, run=busy, tier="full").action == "resume"
 
 
 def test_an_unreachable_batch_and_a_long_reason_drain_short_and_say_so():
@@ -260,8 +253,10 @@ def test_sinfo_without_the_node_or_a_failing_scontrol_is_an_error_saying_what_to
         parse_node_state("node01|idle|Unknown|none\n", "node09")
 
     def refusing(argv, timeout):
-        if argv[0] == "sinfo":
+        if argv[0] == "sinfo" and "-n" in argv:
             return subprocess.CompletedProcess(argv, 0, "n1|idle|Unknown|none\n", "")
+        if argv[0] == "sinfo":
+            return subprocess.CompletedProcess(argv, 0, "n1|main*|idle|Unknown|Unknown|none\n", "")
         return subprocess.CompletedProcess(argv, 1, "", "slurm_update error: Invalid user id\n")
 
     with pytest.raises(RemoteError, match="Invalid user id"):
@@ -282,10 +277,19 @@ def test_slurm_health_cli_drains_and_leaves_the_full_report_on_the_node(node_run
     judged = {r.check_id for r in Report.model_validate_json(report.read_text()).results}
     assert "pcie.link_width" in judged and not judged & set(node_mode.BUSY_STATE_CHECKS)
     node_run.clear()
-    healed = CliRunner().invoke(
+    quick = CliRunner().invoke(
         main, ["node", "--slurm-health", "--node-name", "node02", "--report", str(report)]
     )
-    assert healed.exit_code == 0 and slurm.state == "idle" and "resumed" in healed.stderr
+    assert quick.exit_code == 0 and slurm.state == "drained" and "until an active re-check" in quick.stderr
+    healed = CliRunner().invoke(
+        main, ["node", "--slurm-health", "--tier", "full", "--node-name", "node02", "--report", str(report)]
+    )
+    assert healed.exit_code == 0, healed.stderr
+    assert slurm.state == "idle" and "resumed" in healed.stderr
+    history = [json.loads(line) for line in (tmp_path / "drain-history.jsonl").read_text().splitlines()]
+    assert [(e["action"], e["tier"]) for e in history] == [("drain", "quick"), ("recheck", "quick"),
+                                                           ("resume", "full")]
+    assert history[0]["reason"] == "ascend-check: pcie.link_width"
 
 
 def test_the_prolog_runs_its_fast_subset_and_refuses_a_job_on_a_busy_npu(node_run, tmp_path):
@@ -477,3 +481,29 @@ def test_a_run_past_its_deadline_leaves_could_not_judge(tmp_path):
     text = prom.read_text()
     assert "ascend_check_status" not in text
     assert 'reason="run passed its 1 s deadline"} 1' in text
+
+
+def test_slurm_health_cli_holds_back_past_the_breaker_and_exports_it(node_run, tmp_path, monkeypatch):
+    slurm = FakeSlurm()
+    for other in ("node01", "node03"):  # half of the partition already drained by ascend-check
+        slurm.nodes[other] = slurm_fake.Node("drained", "root", "2026-12-02T06:30:00",
+                                             "ascend-check: npu.health")
+    monkeypatch.setattr(slurm_health, "_run", slurm)
+    monkeypatch.setattr(slurm_health, "datetime", type("D", (), {"now": staticmethod(lambda: slurm.clock)}))
+    node_run.append(("pcie-width", {"npu": 2, "width": 8}))
+    prom = tmp_path / "ascend_check_slurm.prom"
+    args = ["node", "--slurm-health", "--node-name", "node02", "--report", str(tmp_path / "node.json"),
+            "--slurm-textfile", str(prom)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert slurm.state == "idle" and "NOT drained" in result.stderr and "node01, node03" in result.stderr
+    assert slurm.nodes["node02"].comment.startswith("ascend-check: drain held back by the breaker")
+    assert 'ascend_check_drain_held_back{host="node02"} 1' in prom.read_text()
+    again = CliRunner().invoke(main, args)  # still held: the history says it once
+    assert again.exit_code == 0
+    history = (tmp_path / "drain-history.jsonl").read_text().splitlines()
+    assert [json.loads(line)["action"] for line in history] == ["held"]
+    node_run.clear()  # repaired: the breaker's Comment goes, the metric drops to 0
+    CliRunner().invoke(main, args)
+    assert slurm.nodes["node02"].comment == ""
+    assert 'ascend_check_drain_held_back{host="node02"} 0' in prom.read_text()

@@ -82,6 +82,8 @@ def _apply_slurm_health_role(cluster, tmp: Path, inventory) -> None:
         "slurm_health_probe_timeout": PROBE_TIMEOUT,
         "slurm_health_skip": sorted(NOT_JUDGED),  # no slurm_health_profile: the one provisioning recorded
         "slurm_health_gres": False,
+        # the hung-npu-smi case drains on "cannot judge" (off by default: checks/drain_policy.py)
+        "slurm_health_drain_on_error": True,
     }
     (tmp / "vars.yml").write_text(yaml.safe_dump(knobs))
     env = {
@@ -178,6 +180,13 @@ def test_healthy_provisioned_nodes_stay_idle_judged_as_the_controller_judges_the
     assert {c: s for c, s in _statuses(own.stdout).items() if s not in ("pass", "skip")} == {}
 
 
+def _full_recheck(cluster, node: str) -> subprocess.CompletedProcess:
+    """The active re-check that alone returns a node ascend-check drained: the full tier, acting on Slurm."""
+    return node_run(cluster, node, f"{NODE_BIN}/ascend-check", "node", "--slurm-health", "--tier", "full",
+                    "--deadline", "300", "--node-name", node,
+                    *[a for glob in sorted(NOT_JUDGED) for a in ("--skip", glob)])
+
+
 def test_a_narrowed_pcie_link_drains_the_node_and_its_repair_resumes_it(slurm):
     wait_for(
         lambda: all(s == "idle" for s, _ in _nodes(slurm).values()), WITHIN, "every node idle", interval=1
@@ -201,7 +210,17 @@ def test_a_narrowed_pcie_link_drains_the_node_and_its_repair_resumes_it(slurm):
         ]
     finally:
         _fault("node02", None)
-    wait_for(lambda: _nodes(slurm)["node02"][0] == "idle", WITHIN, "node02 resumed", interval=1)
+    # repaired: the quick health check passes but does not resume it...
+    _next_run(slurm, "node02")
+    _next_run(slurm, "node02")
+    assert _nodes(slurm)["node02"] == state["node02"]
+    # ...the full tier's re-check does, and the node keeps the history
+    proc = _full_recheck(slurm, "node02")
+    assert proc.returncode == 0 and "resumed" in proc.stderr, proc.stderr[-2000:]
+    assert _nodes(slurm)["node02"][0] == "idle"
+    history = node_run(slurm, "node02", "cat", "/var/lib/ascend-ready/drain-history.jsonl").stdout
+    assert [json.loads(line)["action"] for line in history.splitlines()][-1] == "resume"
+    assert any(json.loads(line)["action"] == "recheck" for line in history.splitlines())
 
 
 def test_a_node_an_administrator_drained_stays_drained_when_it_passes(slurm):
@@ -236,7 +255,37 @@ def test_a_hung_npu_smi_drains_the_node_naming_what_could_not_be_judged(slurm):
         assert report["duration_s"] < 50
     finally:
         _fault("node03", None)
-    wait_for(lambda: _nodes(slurm)["node03"][0] == "idle", WITHIN, "node03 resumed", interval=1)
+    assert _full_recheck(slurm, "node03").returncode == 0
+    assert _nodes(slurm)["node03"][0] == "idle"
+
+
+def test_two_of_three_failing_at_once_drain_one_and_the_breaker_alert_fires_for_the_other(slurm):
+    """The drain breaker (50 % of 3 nodes: 1) under real slurmctld: the second failing node stays in
+    service, said in its Slurm Comment and its textfile (AscendCheckDrainHeldBack's series)."""
+    from ascend_ready.sim.harness.slurm import TEXTFILE_DIR, _sh
+
+    idle = lambda: all(s == "idle" for s, _ in _nodes(slurm).values())  # noqa: E731
+    wait_for(idle, WITHIN, "every node idle", interval=1)
+    for node in ("node02", "node03"):
+        _fault(node, "pcie-width", width=8)
+    try:
+        _next_run(slurm, "node02")
+        _next_run(slurm, "node03")
+        _next_run(slurm, "node02")
+        states = _nodes(slurm)
+        drained = sorted(n for n, (s, _) in states.items() if "drain" in s)
+        assert len(drained) == 1, states
+        held = ({"node02", "node03"} - set(drained)).pop()
+        comment = _sh(slurm, "node01", f"scontrol show node {held}")
+        assert "Comment=ascend-check: drain held back by the breaker: pcie.link_width" in comment
+        prom = node_run(slurm, held, "cat", f"{TEXTFILE_DIR}/ascend_check_slurm.prom").stdout
+        assert f'ascend_check_drain_held_back{{host="{held}"}} 1' in prom
+    finally:
+        for node in ("node02", "node03"):
+            _fault(node, None)
+    for node in ("node02", "node03"):
+        if "drain" in _nodes(slurm)[node][0]:
+            assert _full_recheck(slurm, node).returncode == 0
 
 
 def test_node_exporter_serves_the_health_checks_textfile(slurm):
