@@ -195,12 +195,9 @@ FUNCTION_IMPORTS_BEFORE = {
     "checks/cli.py": 45,
     "checks/cluster/collective_worker.py": 1,
     "checks/cluster/fleet_file.py": 6,
-    "checks/cluster/launchspec.py": 20,
     "checks/cluster/mesh_run.py": 5,
-    "checks/cluster/ranktable.py": 9,
     "checks/diagnose/render.py": 1,
     "checks/html_report.py": 1,
-    "checks/node_mode.py": 15,
     "checks/parse_cli.py": 2,
     "checks/parsers/base.py": 1,
     "checks/parsers/hccn/collection.py": 2,
@@ -233,10 +230,7 @@ FUNCTION_IMPORTS_BEFORE = {
     "training/preflight.py": 2,
     "training/ray_cluster.py": 1,
     "training/rewards.py": 2,
-    "training/slurm_launch.py": 4,
     "training/verl_data.py": 2,
-    "training/verl_glue.py": 11,
-    "training/verl_overrides.py": 4,
     "training/worker_hooks.py": 2,
 }
 

@@ -147,32 +147,39 @@ def _launch(
             raise ConfigError(f"--{flag.replace('_', '-')} needs the multi-node launcher",
                               hint="pass --launch-spec FILE, -i INVENTORY or --hosts")
     if not worker:
-        pf = cfg.preflight
-        gate(pf.command, pf.hosts, pf.inventory, pf.timeout_s, skip_preflight,
-             log=lambda msg: click.echo(msg, err=True), waive=tuple(opts.get("waive") or ()))
-        out.mkdir(parents=True, exist_ok=True)
-        (out / RESOLVED_CONFIG).write_text(dump_config(cfg))
-        env = launch_mod.hccl_env(cfg.launch)
-        click.echo("environment: " + " ".join(f"{k}={v}" for k, v in env.items()), err=True)
-        note = launch_mod.check_visible_devices(cfg.launch.nproc_per_node, cfg.launch.device)
-        if note:
-            click.echo(note, err=True)
-        os.environ.update(env)
-        if cfg.launch.nnodes * cfg.launch.nproc_per_node > 1:
-            argv = [algo, "--config", str(out / RESOLVED_CONFIG), "--output-dir", str(out)]
-            log_dir = out / "logs" / time.strftime("launch-%Y%m%d-%H%M%S")
-            cmd = launch_mod.torchrun_command(cfg.launch, argv + (["--resume"] if resume else []), log_dir)
-            click.echo("launch: " + " ".join(cmd), err=True)
-            rc = subprocess.call(cmd, env={**os.environ, launch_mod.WORKER_ENV: "1"})
-            if rc == 0:
-                _report(out, {"output_dir": str(out)})
-            else:
-                click.echo(launch_mod.explain_failure([log_dir]), err=True, nl=False)
-            sys.exit(rc)
+        _launch_on_this_node(algo, cfg, out, resume, skip_preflight, opts)
     _quiet_libraries()
     summary = run_algorithm(algo, cfg, out, resume)
     if int(os.environ.get("RANK", "0")) == 0 and launch_mod.WORKER_ENV not in os.environ:
         _report(out, summary)
+
+
+def _launch_on_this_node(algo: str, cfg: TrainConfig, out: Path, resume: bool, skip_preflight: bool,
+                         opts: dict) -> None:
+    """One node: the gate, the resolved config, the HCCL environment; torchrun for several processes (this
+    process exits with its status), else nothing more: the caller trains in this process."""
+    pf = cfg.preflight
+    gate(pf.command, pf.hosts, pf.inventory, pf.timeout_s, skip_preflight,
+         log=lambda msg: click.echo(msg, err=True), waive=tuple(opts.get("waive") or ()))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / RESOLVED_CONFIG).write_text(dump_config(cfg))
+    env = launch_mod.hccl_env(cfg.launch)
+    click.echo("environment: " + " ".join(f"{k}={v}" for k, v in env.items()), err=True)
+    note = launch_mod.check_visible_devices(cfg.launch.nproc_per_node, cfg.launch.device)
+    if note:
+        click.echo(note, err=True)
+    os.environ.update(env)
+    if cfg.launch.nnodes * cfg.launch.nproc_per_node > 1:
+        argv = [algo, "--config", str(out / RESOLVED_CONFIG), "--output-dir", str(out)]
+        log_dir = out / "logs" / time.strftime("launch-%Y%m%d-%H%M%S")
+        cmd = launch_mod.torchrun_command(cfg.launch, argv + (["--resume"] if resume else []), log_dir)
+        click.echo("launch: " + " ".join(cmd), err=True)
+        rc = subprocess.call(cmd, env={**os.environ, launch_mod.WORKER_ENV: "1"})
+        if rc == 0:
+            _report(out, {"output_dir": str(out)})
+        else:
+            click.echo(launch_mod.explain_failure([log_dir]), err=True, nl=False)
+        sys.exit(rc)
 
 
 def _launch_slurm(algo: str, config: str, output_dir: str | None, resume: bool, skip_preflight: bool,
