@@ -18,6 +18,7 @@ import click
 
 from ascend_ready.cli_guard import GuardedGroup, debug_option
 from ascend_ready.errors import ConfigError
+from ascend_ready.runtime import detect_device
 from ascend_ready.training import launch as launch_mod
 from ascend_ready.training.config import TrainConfig, dump_config, load_config
 from ascend_ready.training.metrics import METRICS_FILE, PLOT_FILE, TB_DIR
@@ -161,6 +162,8 @@ def _launch_on_this_node(algo: str, cfg: TrainConfig, out: Path, resume: bool, s
     pf = cfg.preflight
     gate(pf.command, pf.hosts, pf.inventory, pf.timeout_s, skip_preflight,
          log=lambda msg: click.echo(msg, err=True), waive=tuple(opts.get("waive") or ()))
+    if cfg.launch.device != "auto":  # a forced device that is not there: refused before anything is written
+        detect_device(cfg.launch.device)
     out.mkdir(parents=True, exist_ok=True)
     (out / RESOLVED_CONFIG).write_text(dump_config(cfg))
     env = launch_mod.hccl_env(cfg.launch)

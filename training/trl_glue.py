@@ -157,8 +157,10 @@ class AscendCallback(require("transformers").TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kw):
         self._last_time = time.perf_counter()
         gen = self.cfg.generation
-        device = "cpu" if getattr(args, "use_cpu", False) else str(getattr(args.device, "type", "cpu"))
-        self.throughput = Tracker(self.algo, device, args.world_size, gen.max_prompt_length,
+        # TrainingArguments, or nothing where a caller drives the callback itself (tests, a custom loop)
+        device = "cpu" if getattr(args, "use_cpu", False) else str(getattr(getattr(args, "device", None),
+                                                                          "type", "cpu"))
+        self.throughput = Tracker(self.algo, device, getattr(args, "world_size", 1), gen.max_prompt_length,
                                   gen.max_completion_length)
         # A resumed run starts at its checkpoint's step, whose evaluation the metrics already hold (it ran
         # before that checkpoint was committed): evaluating again would write a second row for that step.

@@ -125,9 +125,9 @@ def test_no_startable_host_says_what_the_results_are_not_failed_checks_that_did_
                                               ("localhost", "127.0.0.1")])
 def test_the_pre_start_probe_takes_an_ipv6_master_as_it_stands(master, seen):
     # the probe's own shell, run by /bin/sh here: an IPv6 literal was looked up as a name and came back empty
-    from ascend_ready.training.node_probe import fact_probes
+    from ascend_ready.checks.cluster.node_facts import FactQuery, fact_probes
 
-    probe = fact_probes(master, {}, None)[0][0]
+    probe = fact_probes(FactQuery(master))[0][0]
     assert probe.id == "master"
     out = subprocess.run(["sh", "-c", probe.shell], capture_output=True, text=True, check=True).stdout
     assert out.strip() == seen

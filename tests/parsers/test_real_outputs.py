@@ -74,6 +74,10 @@ KINDS = {
     "hccn_tool-lldp-g_huawei-vrp-sysdesc_arthurchiao-blog.txt": "hccn-lldp",
     "lspci-grep-ZIP_kunpeng920-zip-engine-bare-command_kae-readme.txt": "lspci",
     "lspci-Dnn-grep-network_kunpeng920-sec-engine-bash-prompt_openeuler-notes.txt": "lspci",
+    "ascend-dmi-f-int8-fp16_310p_cann8.5.0_orange-station-notes.txt": "ascend-dmi-flops",
+    "ascend-dmi-f-fp16_a3-npu0-2die_26.1_flagperf-fixture.txt": "ascend-dmi-flops",
+    "ascend-dmi-bw-h2d_a3-2dev_26.1_flagperf-fixture.txt": "ascend-dmi-bw",
+    "ascend-dmi-bw-p2p-card_a3-3npu_26.1_flagperf-fixture.txt": "ascend-dmi-p2p",
 }
 
 #: file -> (line number, words of the reason) of the ParseError its parser must raise

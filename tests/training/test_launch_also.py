@@ -112,7 +112,6 @@ def test_the_dry_run_binds_numa_from_the_same_fact_as_the_launch(tmp_path, monke
     from ascend_ready.sim.hw import numa as sim_numa
     from ascend_ready.sim.hw.state import NodeView, initial_state
     from ascend_ready.sim.render import npu_smi
-    from ascend_ready.training import node_probe
 
     state = initial_state("atlas-800t-a2", node_index=0, node_name="node01")
     topo, nodes = npu_smi.topo(NodeView(state=state)), sim_numa.grep_node_cpulists(sim_numa.host_cpu(state))
@@ -126,11 +125,16 @@ def test_the_dry_run_binds_numa_from_the_same_fact_as_the_launch(tmp_path, monke
 
     def probe_all(targets, *_a, **_k):
         asked.extend(targets)
-        return {n: NodeFacts(master_ip=MASTER, route=ROUTES[n], topo=topo, numa_nodes=nodes) for n in targets}
+        # the port plan's listening sockets: the first rows of a real `ss -tlnp` capture
+        # (tests/training/real_sockets/), none of them a port of this job's plan
+        capture = (Path(__file__).parent / "real_sockets" / "ss-tlnp_iproute2-6.1.txt").read_text()
+        ss = "".join(capture.splitlines(keepends=True)[:3])
+        return {n: NodeFacts(master_ip=MASTER, route=ROUTES[n], topo=topo, numa_nodes=nodes,
+                             listening=(0, ss)) for n in targets}
 
     monkeypatch.setattr(multinode, "open_sessions", lambda targets, _f: contextlib.nullcontext(
         {t.name: object() for t in targets}))
-    monkeypatch.setattr(node_probe, "probe_all", probe_all)
+    monkeypatch.setattr(multinode, "node_facts", probe_all)
     result = _train("--launch-spec", str(path), "-o", str(tmp_path / "r"), "--dry-run",
                     "--nproc-per-node", "8")
     assert result.exit_code == 0, result.output

@@ -98,12 +98,13 @@ def test_missing_train_extra_names_the_pip_line():
     assert "surely_not_installed_pkg" in exc.value.message
 
 
-def test_forced_missing_device_is_a_config_error():
-    result = CliRunner().invoke(
-        main, ["grpo", "-c", "tiny", "--skip-preflight", "--device", "npu", "-o", "/tmp/never-used-h5"]
-    )
+def test_forced_missing_device_is_a_config_error(tmp_path):
+    out = tmp_path / "never-used"
+    args = ["grpo", "-c", "tiny", "--skip-preflight", "--device", "npu", "-o", str(out)]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 2
     assert "device 'npu' was requested but none is visible" in result.stderr
+    assert not out.exists()  # refused before anything was written, so the same -o works once fixed
 
 
 def test_schema_tiny_model_and_plot_commands(tmp_path):
