@@ -119,8 +119,9 @@ def _older_glibc_builds(cached: Path) -> None:
     """Beside each downloaded wheel pip picked for this machine's newer glibc (cryptography's manylinux_2_34,
     tensorboard-data-server's 2_31, ...), the same release's build for each older node glibc where the
     project publishes one, else its newest release that has one (numpy 2.3+ has no glibc 2.17 build: 2.2),
-    once per cache: what pip on such a node finds on the index, and backtracks to."""
-    done = cached / ".older-glibc"
+    with what that release requires, once per cache: what pip on such a node finds on the index, and
+    backtracks to."""
+    done = cached / ".older-glibc-with-deps"
     if done.is_file():
         return
     arch, py = os.uname().machine, f"{sys.version_info[0]}{sys.version_info[1]}"
@@ -138,7 +139,10 @@ def _older_glibc_builds(cached: Path) -> None:
                 continue
             plats = [a for p in _manylinux_platforms(target, arch) for a in ("--platform", p)]
             for spec in (f"{dist}=={version}", dist):
-                proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                # another release may require what this machine's did not (pandas 2.3 needs pytz, 3.x
+                # does not): it comes with its dependencies, for that glibc too
+                deps = ["--no-deps"] if spec != dist else []
+                proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", *deps,
                                        "--only-binary=:all:", "--python-version", py,
                                        "--implementation", "cp", *plats, "--dest", str(cached), spec],
                                       capture_output=True, text=True)

@@ -37,6 +37,16 @@ def uv_cache() -> Path:
     return cache_root() / "wheels" / "uv"
 
 
+#: A node installs wheels only (pip there has no compiler, and the package directory holds wheels), so a
+#: release counts only where it publishes a wheel for the platform's arch and manylinux floor: without
+#: this uv falls back to a release's sdist (pyarrow 21+ has no manylinux2014 wheel, so datasets 5 "fits"
+#: glibc 2.17 on paper and pip on a CentOS 7.6 node finds no pyarrow>=21). deepspeed is the exception:
+#: PyPI has only its sdist, built on the node for the local accelerator (the `deepspeed` extra).
+#: The other arch a row's pins are checked on.
+OTHER_ARCH = "x86_64"
+BINARY = ("--only-binary", ":all:", "--no-binary", "deepspeed")
+
+
 def _uv() -> str:
     found = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
     if not Path(found).exists():
@@ -55,7 +65,7 @@ def compile_set(torch: str, python: str, platform: str, exclude_newer: str, extr
         out = Path(tmp) / "out.txt"
         argv = [_uv(), "pip", "compile", str(src), "-q", "--no-header", "--no-annotate", "-o", str(out),
                 "--python-version", python, "--python-platform", platform, "--exclude-newer", exclude_newer,
-                "--index-url", ts.INDEX, "--cache-dir", str(uv_cache())]
+                "--index-url", ts.INDEX, "--cache-dir", str(uv_cache()), *BINARY]
         if not online:
             argv.append("--offline")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_"))}
@@ -109,6 +119,14 @@ def resolve_all(online: bool, exclude_newer: str) -> list[dict]:
             row["none"] = why
         else:
             row["packages"] = pins
+            # The row is resolved for the matrix's arch (aarch64, where Ascend servers are); the same
+            # pins must install on x86_64 at the same floor too (Atlas x86 servers, the simulated nodes).
+            other = plat.replace(f"{DEFAULT_ARCH}-", f"{OTHER_ARCH}-", 1)
+            same, why = compile_set(torch, python, other, exclude_newer,
+                                    [f"{n}=={v}" for n, v in pins.items()], online)
+            if same is None:
+                raise SimError(f"torch {torch}: the {plat} set does not install on {other}: {_short(why)}",
+                               hint="resolve the line for both arches (sim/harness/training_sets.py)")
             limits = {}
             for name, version in pins.items():
                 newer, reason = compile_set(torch, python, plat, exclude_newer, [f"{name}>{version}"], online)

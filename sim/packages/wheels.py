@@ -214,6 +214,12 @@ def torch_npu_files(version: str) -> dict[str, str]:
         "    # the real torch_npu's fused attention op, which transformers imports wherever torch_npu is\n"
         "    # installed (transformers/integrations/npu_flash_attention.py); a CPU job never calls it\n"
         "    raise RuntimeError('npu_fusion_attention: the simulator stand-in computes nothing')\n"
+        "\n"
+        "\n"
+        "def npu_rotary_mul(*args, **kwargs):\n"
+        "    # the real torch_npu's fused rotary embedding op (its custom-op API), which transformers\n"
+        "    # < 4.55 imports beside npu_fusion_attention; a CPU job never calls it\n"
+        "    raise RuntimeError('npu_rotary_mul: the simulator stand-in computes nothing')\n"
     )
     npu = (
         "import os\n"

@@ -79,6 +79,11 @@ def test_torch_npu_fails_against_another_torch_and_loads_after_set_env(pkgdir, n
     ok = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=node.env, check=False)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout == "2.1.0 2.1.0.post3\n"
+    # the fused ops transformers imports from torch_npu wherever it is installed (4.53:
+    # integrations/npu_flash_attention.py takes both; 4.55 on only npu_fusion_attention)
+    ops = script.replace(IMPORT, "from torch_npu import npu_fusion_attention, npu_rotary_mul")
+    res = subprocess.run(["sh", "-c", ops], capture_output=True, text=True, env=node.env, check=False)
+    assert res.returncode == 0, res.stderr
 
 
 def test_torch_npu_sees_the_nodes_davinci_devices(pkgdir, node, tmp_path):
