@@ -19,16 +19,18 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+# the modules, not their names: the recorded profile's path and the atomic writer are read at call time
 from ascend_ready.checks import drain_policy
+from ascend_ready.checks import profile as profile_mod
+from ascend_ready.checks import report as report_mod
 from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints
 from ascend_ready.checks.cluster.launchspec import healthy_devices
 from ascend_ready.checks.drain_policy import DrainPolicy
 from ascend_ready.checks.html_report import check_output_path
 from ascend_ready.checks.node_unjudged import render_unjudged
 from ascend_ready.checks.preflight import PreflightOptions, collect_snapshot, judge_snapshot
-from ascend_ready.checks.profile import NODE_PROFILE
 from ascend_ready.checks.registry import check_select
-from ascend_ready.checks.report import exit_code, render_json, render_prometheus, render_table, write_atomic
+from ascend_ready.checks.report import exit_code, render_json, render_prometheus, render_table
 from ascend_ready.checks.slurm_health import (
     REASON_PREFIX,
     act_on_verdict,
@@ -73,7 +75,7 @@ def recorded_profile() -> str | None:
     """The profile provisioning left on this node (python_env), or None where there is none: with it the
     node is judged as the controller's `ascend-check -i` judges it (thresholds, training user and venv)."""
 
-    return NODE_PROFILE if Path(NODE_PROFILE).is_file() else None
+    return profile_mod.NODE_PROFILE if Path(profile_mod.NODE_PROFILE).is_file() else None
 
 
 def default_report() -> str:
@@ -102,7 +104,7 @@ def _write(path: str | Path, text: str, what: str) -> None:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, text)
+        report_mod.write_atomic(path, text)
     except OSError as exc:
 
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
