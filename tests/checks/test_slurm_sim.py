@@ -217,7 +217,9 @@ def test_a_narrowed_pcie_link_drains_the_node_and_its_repair_resumes_it(slurm):
     # ...the full tier's re-check does, and the node keeps the history
     proc = _full_recheck(slurm, "node02")
     assert proc.returncode == 0 and "resumed" in proc.stderr, proc.stderr[-2000:]
-    assert _nodes(slurm)["node02"][0] == "idle"
+    # resumed: slurmctld shows it idle once slurmd answers its next ping (idle* until then)
+    wait_for(lambda: _nodes(slurm)["node02"][0] == "idle", WITHIN, "node02 idle after the re-check",
+             interval=1)
     history = node_run(slurm, "node02", "cat", "/var/lib/ascend-ready/drain-history.jsonl").stdout
     assert [json.loads(line)["action"] for line in history.splitlines()][-1] == "resume"
     assert any(json.loads(line)["action"] == "recheck" for line in history.splitlines())
@@ -256,7 +258,8 @@ def test_a_hung_npu_smi_drains_the_node_naming_what_could_not_be_judged(slurm):
     finally:
         _fault("node03", None)
     assert _full_recheck(slurm, "node03").returncode == 0
-    assert _nodes(slurm)["node03"][0] == "idle"
+    wait_for(lambda: _nodes(slurm)["node03"][0] == "idle", WITHIN, "node03 idle after the re-check",
+             interval=1)
 
 
 def test_two_of_three_failing_at_once_drain_one_and_the_breaker_alert_fires_for_the_other(slurm):
@@ -389,6 +392,8 @@ def node02_drained(slurm):
         yield
     finally:
         _fault("node02", None)
+        # a quick pass no longer resumes a node ascend-check drained: the full tier's re-check does
+        assert _full_recheck(slurm, "node02").returncode == 0
         wait_for(lambda: _nodes(slurm)["node02"][0] == "idle", WITHIN, "node02 resumed", interval=1)
 
 
