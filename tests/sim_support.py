@@ -47,10 +47,13 @@ _SESSION_SUBNET = ipaddress.ip_network(os.environ.get("ASCEND_SIM_TEST_SUBNET", 
 
 def own_cluster(suffix: str, slot: int) -> tuple[str, str]:
     """(run dir, subnet) of a test's own cluster: `<session run dir>-<suffix>` and the /27 number `slot`
-    (5 or 6) of the session's /24, above the session cluster's own addresses (host .1, nodes .11 on, hub
-    .254), so sessions given different /24s never share a subnet. A /27 holds up to 19 nodes."""
-    if slot not in (5, 6):
-        raise ValueError("slots 5 and 6 (.160/27, .192/27) are the ones clear of the session cluster")
+    (4, 5 or 6) of the session's /24, above the session cluster's own addresses (host .1, nodes .11 on, hub
+    .254), so sessions given different /24s never share a subnet. A /27 holds up to 19 nodes. Slot 4 is the
+    shared provisioned fleet's (provisioned_fleet, up for the whole session); modules' own clusters take
+    5 and 6, one at a time."""
+    if slot not in (4, 5, 6):
+        raise ValueError("slots 4, 5 and 6 (.128/27, .160/27, .192/27) are the ones clear of the session "
+                         "cluster")
     subnet = ipaddress.ip_network((int(_SESSION_SUBNET.network_address) + slot * 32, 27))
     return f"{_SESSION_RUN_DIR}-{suffix}", str(subnet)
 
@@ -123,7 +126,15 @@ def provisioned_cluster(run_dir: str, subnet: str, count: int, profiles: str,
     from ascend_ready.sim.harness.build_packages import build
 
     playbooks = Path(__file__).resolve().parents[1] / "playbooks"
-    with cluster_up(run_dir, subnet, count, profiles) as c:
+    # never lent the checkout (the session cluster lends it, for the whole session: sim_cluster): the job
+    # and node-local ascend-check must run the venv python_env builds, as on a real rack
+    lend = pytest.MonkeyPatch()
+    lend.setenv("ASCEND_SIM_LEND_CHECKOUT", "0")
+    with contextlib.ExitStack() as resources:
+        try:
+            c = resources.enter_context(cluster_up(run_dir, subnet, count, profiles))
+        finally:
+            lend.undo()
         work = c.run_dir / "provision"
         packages = build(work / "packages", [stack], os.uname().machine, training=True)
         fleet.preinstall_net_tools(c.run_dir)
@@ -146,6 +157,64 @@ def provisioned_cluster(run_dir: str, subnet: str, count: int, profiles: str,
             pytest.fail(f"provisioning the training cluster failed (rc {play.returncode}):\n"
                         f"{(play.stdout + play.stderr)[-4000:]}")
         yield c, inventory
+
+
+#: the shared provisioned fleet: its nodes, and the modules that share it (provisioned_fleet)
+FLEET_NODES = ("node01", "node02", "node03")
+
+
+@contextlib.contextmanager
+def sim_run_dir(run_dir) -> Iterator[None]:
+    """ASCEND_SIM_RUN_DIR at `run_dir` for a block: `ascend-sim` commands and sim.faults see that cluster."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("ASCEND_SIM_RUN_DIR", str(run_dir))
+    try:
+        yield
+    finally:
+        patch.undo()
+
+
+class FleetView:
+    """Some nodes of a shared cluster, as a module's own cluster would be: `inventory_path` lists only them
+    (a copy of the simulator's inventory without the others); everything else is the cluster's."""
+
+    def __init__(self, cluster, names: tuple[str, ...], out) -> None:
+        from pathlib import Path
+
+        self._cluster = cluster
+        self.names = names
+        self.inventory_path = Path(out) / "inventory.ini"
+        self.inventory_path.parent.mkdir(parents=True, exist_ok=True)
+        self.inventory_path.write_text(subset_inventory(cluster.inventory_path.read_text(), names))
+
+    def __getattr__(self, name: str):
+        return getattr(self._cluster, name)
+
+
+def subset_inventory(text: str, names: tuple[str, ...]) -> str:
+    """The simulator's inventory (sim/inventory.py ini) without the hosts not in `names`: their lines in
+    every group go (a host line is its name, alone or with its variables); groups and group vars stay."""
+    hosts = {ln.split()[0] for ln in text.splitlines() if " ansible_host=" in ln}
+    if not set(names) <= hosts:
+        raise ValueError(f"{sorted(set(names) - hosts)} not in the inventory ({sorted(hosts)})")
+    kept = [ln for ln in text.splitlines() if not (ln.split() and ln.split()[0] in hosts - set(names))]
+    return "\n".join(kept) + "\n"
+
+
+def subset_provisioned_inventory(inventory, names: tuple[str, ...], out):
+    """A copy of a provisioned inventory directory (hosts.ini, group_vars/, host_vars/) that names only
+    `names`; returns its hosts.ini."""
+    import shutil
+    from pathlib import Path
+
+    src, dst = Path(inventory).parent, Path(out)
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    (dst / "hosts.ini").write_text(subset_inventory((src / "hosts.ini").read_text(), names))
+    for extra in (dst / "host_vars").glob("*.yml"):
+        if extra.stem not in names:
+            extra.unlink()
+    return dst / "hosts.ini"
 
 
 def reboot_on(inventory) -> None:

@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sim_support import NODE_PYTHON, node_run, own_cluster, provisioned_cluster, wait_for
+from sim_support import NODE_PYTHON, node_run, sim_run_dir, wait_for
 
-# the module fixture provisions 3 nodes with site.yml, training venv included (minutes on a loaded
-# 2-core machine)
+# the session's provisioned fleet (tests/conftest.py provisioned_fleet: 3 nodes provisioned by site.yml,
+# training venv included) may be provisioned by the first test here: minutes on a loaded 2-core machine
 pytestmark = [pytest.mark.sim, pytest.mark.timeout(2400)]
 
-RUN_DIR, SUBNET = own_cluster("slurm", 6)  # default /run/ascend-sim-pytest-slurm, 10.251.200.192/27
 #: seconds between health checks: short for the test (a run takes a few seconds on a loaded machine)
 INTERVAL = 15
 #: a hung npu-smi is cut after this many seconds (the health check's own --timeout)
@@ -47,22 +46,25 @@ INVENTORY: list = []
 
 
 @pytest.fixture(scope="module")
-def slurm(sim_host, tmp_path_factory):
-    """3 A2 nodes provisioned by site.yml with their training venv, judged by the profile it recorded on
-    each node (the simulator's limits: check_profile), under Slurm with their NPUs as GRES; the
+def slurm(provisioned_fleet, tmp_path_factory):
+    """The session's 3 A2 nodes provisioned by site.yml with their training venv, judged by the profile it
+    recorded on each node (the simulator's limits: check_profile), under Slurm with their NPUs as GRES; the
     slurm_health role (ansible-playbook over SSH, as a site runs it) makes ascend-check their health check
-    and prolog."""
+    and prolog. Slurm's daemons stop with the module; the role's files stay, unread without them."""
     from ascend_ready.sim.harness import slurm as harness
 
-    with provisioned_cluster(RUN_DIR, SUBNET, 3, "a2-ubuntu2204", check_profile=True) as (c, inventory):
+    c, inventory = provisioned_fleet
+    with sim_run_dir(c.run_dir):
         group_vars = yaml.safe_load((Path(inventory).parent / "group_vars/ascend_nodes.yml").read_text())
         NOT_JUDGED.update(group_vars["validate_skip"])
         INVENTORY.append(inventory)
         harness.up(c, health_interval=None, gres=True, skip=tuple(sorted(NOT_JUDGED)),
                    venv=str(NODE_BIN.parent))
-        _apply_slurm_health_role(c, tmp_path_factory.mktemp("play"), inventory)
-        yield c
-        harness.down(c)
+        try:
+            _apply_slurm_health_role(c, tmp_path_factory.mktemp("play"), inventory)
+            yield c
+        finally:
+            harness.down(c)
 
 
 def _apply_slurm_health_role(cluster, tmp: Path, inventory) -> None:

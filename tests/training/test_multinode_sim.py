@@ -1,7 +1,8 @@
 """One command trains on two simulated nodes over real SSH (gloo on CPU, the tiny config): GRPO on the shared
 filesystem, PPO from a launch spec with node-local run dirs fetched back, and a worker killed on node02
 that stops the job everywhere, followed by a `--resume` that finishes the run. The nodes are provisioned
-by site.yml (sim_support.provisioned_cluster) and the job runs in each node's training venv."""
+by site.yml (node01 and node02 of the session's provisioned fleet, tests/conftest.py provisioned_fleet) and
+the job runs in each node's training venv."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sim_support import NODE_PYTHON, node_run, own_cluster, provisioned_cluster, wait_for
+from sim_support import NODE_PYTHON, FleetView, node_run, sim_run_dir, subset_provisioned_inventory, wait_for
 from training_fakecheck import healthy, write_ascend_check
 
 from ascend_ready.checks.cluster.launchspec import spec_from_report
@@ -25,10 +26,9 @@ from ascend_ready.fleet.inventory import load_inventory
 from ascend_ready.training.checkpoint import checkpoints, read_marker
 from ascend_ready.training.metrics import read_metrics
 
-# the first test here provisions the nodes (several minutes on a loaded 2-core machine)
+# the first test here may provision the session's fleet (several minutes on a loaded 2-core machine)
 pytestmark = [pytest.mark.sim, pytest.mark.timeout(2400)]
 
-RUN_DIR, SUBNET = own_cluster("train", 5)  # default /run/ascend-sim-pytest-train, 10.251.200.160/27
 BIN = Path(sys.executable).parent
 SHARED_IN_NODES = "/shared"  # where every node sees <run dir>/shared (sim/cluster.py SHARED_DIR)
 STEPS = 6
@@ -44,12 +44,16 @@ PROVISIONED: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
-def cluster(sim_host):
+def cluster(provisioned_fleet, tmp_path_factory):
     """2 A2 nodes provisioned by site.yml with the training environment, and /shared: the job runs in the
-    venv the playbook built on each node (NODE_PYTHON), as on a real rack."""
-    with provisioned_cluster(RUN_DIR, SUBNET, 2, "a2-ubuntu2204") as (c, inventory):
-        PROVISIONED["inventory"] = str(inventory)  # names the training user, ascend
-        yield c
+    venv the playbook built on each node (NODE_PYTHON), as on a real rack. They are node01 and node02 of
+    the session's fleet, its inventories narrowed to them."""
+    c, inventory = provisioned_fleet
+    names = ("node01", "node02")
+    out = tmp_path_factory.mktemp("two-nodes")
+    PROVISIONED["inventory"] = str(subset_provisioned_inventory(inventory, names, out / "provisioned"))
+    with sim_run_dir(c.run_dir):
+        yield FleetView(c, names, out)
 
 
 def training_processes(cluster, name: str) -> list[str]:
