@@ -53,7 +53,7 @@ DMI_BW = {
 DMI_P2P = _dmi("ascend-dmi-p2p", "--bw -t p2p -q", foreach=None, timeout_s=600,
                what="device-to-device GB/s between every two devices of the node (HCCS)")
 
-_MISSING_HINT = ("install the MindCluster ToolBox on the node (site.yml with ascend_toolbox_install: true, or "
+_MISSING_HINT = ("install the MindCluster ToolBox on the node (site.yml with toolbox_install: true, or "
                  "Ascend-mindx-toolbox_*.run --install), then run ascend-check --tier full again; without it "
                  "the bandwidth checks measure with torch, and npu.matmul (torch, across the hosts) stands in "
                  "for npu.flops")

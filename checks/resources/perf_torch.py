@@ -161,7 +161,7 @@ class DeviceCopies(Resource):
             raise ProbeFailed(f"ascend-dmi did not run for root on {self.host.name} (exit 127) while the "
                               f"training user's shell finds it ({t.skipped}): neither measured",
                               hint=f"make {TOOLBOX_ENV} readable and ascend-dmi executable for root, or "
-                              "reinstall the MindCluster ToolBox (ascend_toolbox_install: true)")
+                              "reinstall the MindCluster ToolBox (toolbox_install: true)")
         versions = " ".join(f"{k} {v}" for k, v in t.versions.items())
         how = {"hbm": "a device-to-device copy_, bytes read + written" if t.device != "cpu"
                else "a host-memory copy_, bytes read + written",

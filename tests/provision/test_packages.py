@@ -55,14 +55,17 @@ def test_installer_names_are_the_resolvers(os_id, arch, product):
     want = rv.resolve(cann=row.cann, torch=row.torch, torch_npu=row.torch_npu, os=os_id, arch=arch,
                       product=product)
     plan = pk.package_plan(STACK, os=os_id, arch=arch, product=product)
-    # the .run files, then the standalone CPython where the OS's python3 is too old (Kylin V10's 3.7)
-    assert [f.name for f in plan.installers] == [n for n in want.packages.model_dump().values() if n] + (
+    # the .run files, then the standalone CPython where the OS's python3 is too old (Kylin V10's 3.7), then
+    # the optional MindCluster ToolBox
+    needed = [f for f in plan.installers if not f.optional]
+    assert [f.name for f in needed] == [n for n in want.packages.model_dump().values() if n] + (
         [want.python_build.file] if want.python_build else [])
+    assert [f.name for f in plan.installers if f.optional] == [f"Ascend-mindx-toolbox_7.3.0_linux-{arch}.run"]
     assert (want.python_build is not None) == (os_id == "kylinv10sp3")
     assert plan.python == want.python
     # and the playbook checks exactly these files and requirements
-    assert pk.required_files(want) == [f.name for f in plan.installers] + [f"wheel:{w.requirement}"
-                                                                          for w in plan.wheels]
+    assert pk.required_files(want) == [f.name for f in needed] + [f"wheel:{w.requirement}"
+                                                                  for w in plan.wheels]
 
 
 def test_a2_plan_on_kylin_names_the_hdk_zip_the_wheels_and_the_download_command():
@@ -73,7 +76,7 @@ def test_a2_plan_on_kylin_names_the_hdk_zip_the_wheels_and_the_download_command(
     assert driver.comes_in == firmware.comes_in == "Ascend-hdk-910b-npu_25.0.rc1.1_linux-aarch64.zip"
     assert "Firmware and Drivers" in driver.download and "Ascend HDK 25.0.RC1.1" in driver.download
     assert [f.component for f in plan.installers] == ["driver", "firmware", "toolkit", "kernels", "nnal",
-                                                      "python"]
+                                                      "python", "toolbox"]
     reqs = [w.requirement for w in plan.wheels]
     assert reqs[:3] == ["pip", "torch==2.5.1", "torch_npu==2.5.1.post1"]
     cann = len(pk.CANN_PYTHON_REQUIREMENTS)
@@ -259,6 +262,29 @@ def test_the_simulators_package_directory_holds_what_the_list_names(tmp_path):
     assert problems[0].startswith(f"no ascend-ready {__version__} wheel for any Python on aarch64")
     pinned = training_sets.set_for("2.5.1").packages["transformers"]  # the set of the stack's torch line
     assert any(p.startswith(f"no transformers {pinned} wheel") for p in problems), [p[:40] for p in problems]
+
+
+def test_the_toolbox_is_listed_as_optional_and_checked_only_where_its_role_installs_it(tmp_path):
+    """`ascend-matrix packages` lists the MindCluster ToolBox (optional); the package check wants it, with
+    its checksum like the others, only with toolbox=true (the stack role passes toolbox_install)."""
+    plan = pk.package_plan(STACK, arch="aarch64")
+    box = plan.installers[-1]
+    assert (box.name, box.component, box.optional) == ("Ascend-mindx-toolbox_7.3.0_linux-aarch64.run",
+                                                        "toolbox", True)
+    assert "MindX%207.3.0/Ascend-mindx-toolbox_7.3.0_linux-aarch64.run" in box.download
+    assert any("toolbox_install: true" in n for n in plan.notes)
+    res = run("packages", STACK)
+    assert res.exit_code == 0 and "toolbox (optional)" in res.output
+    src, stack = _sim_packages(tmp_path)
+    assert box.name not in lookup.stack_terms(stack, requirements=[], training=False)
+    terms = lookup.stack_terms(stack, requirements=[], training=False, toolbox=True)
+    assert box.name in terms
+    sums = lookup.parse_manifest((src / "SHA256SUMS").read_text(), "m")
+    files, problems = lookup.check(terms, str(src), cache_file=str(tmp_path / "c.json"), arch="aarch64")
+    assert problems == [] and files[box.name] == sums[box.name]
+    (src / box.name).write_bytes(b"truncated")
+    files, problems = lookup.check(terms, str(src), cache_file=str(tmp_path / "c2.json"), arch="aarch64")
+    assert problems and f"package {box.name} is corrupt" in problems[0]
 
 
 def test_one_check_names_the_missing_and_the_corrupt_file_with_their_checksums(tmp_path):
