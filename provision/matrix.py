@@ -208,7 +208,8 @@ class Matrix(MatrixModel):
                                      description="RL engines and the stacks they state they support")
     python_builds: list[PythonBuild] = Field(
         default_factory=list, description="standalone CPython builds for OSes whose python3 is too old")
-    toolbox: Toolbox | None = Field(None, description="the MindCluster ToolBox release the provisioning offers")
+    toolbox: Toolbox | None = Field(None,
+                                    description="the MindCluster ToolBox release the provisioning offers")
 
     # Lookups. Version ids compare through version_key, so 8.2.rc1 finds 8.2.RC1.
     def os_entry(self, os_id: str) -> OsEntry | None:

@@ -395,7 +395,8 @@ def package_plan(stack_id: str, *, os: str | None = None, arch: str | None = Non
     box = toolbox_file(r.arch, m)
     if box is not None:
         installers.append(box)
-        notes.append(f"{box.name} (MindCluster ToolBox: ascend-dmi, the full tier's FLOPS and bandwidth tests) "
+        notes.append(f"{box.name} (MindCluster ToolBox: ascend-dmi, the full tier's FLOPS and bandwidth "
+                     "tests) "
                      "is optional: the toolbox role installs it where the inventory sets "
                      "toolbox_install: true; without it the bandwidth checks measure with torch")
     why_not = no_training_set(r.torch)

@@ -335,3 +335,50 @@ def test_the_stack_roles_assert_lists_every_problem_in_one_run(tmp_path):
     assert result.returncode == 2, out
     assert "Ensure the package source holds every package of the stack, intact" in out
     assert f"package {driver} is missing" in out and f"package {toolkit} is corrupt" in out
+
+
+@pytest.mark.slow  # two ansible-playbook runs: 20-50 s on the shared 2-core machine
+def test_the_toolbox_role_installs_the_verified_installer_once_and_only_where_asked(tmp_path):
+    """The real role on localhost, into a scratch root (the simulator's installers honour
+    ASCEND_SIM_FSROOT; the role's root path is pointed there): off by default; on, it stages the file the
+    package check verified and runs `--install --quiet`; a re-run changes nothing."""
+    from ascend_ready.sim.packages.builder import toolbox_run
+
+    box = pk.toolbox_file("aarch64").name
+    src = tmp_path / "pkgs"
+    src.mkdir()
+    (src / box).write_bytes(toolbox_run(mx.load_matrix().toolbox.version, "aarch64"))
+    pk.write_manifest(src)
+    sums = lookup.parse_manifest((src / "SHA256SUMS").read_text(), "m")
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{
+        "name": "toolbox", "hosts": "localhost", "gather_facts": False,
+        "environment": {"ASCEND_SIM_FSROOT": str(root)}, "roles": ["toolbox"]}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PLAYBOOKS / "ansible.cfg"),
+               ANSIBLE_ROLES_PATH=str(PLAYBOOKS / "roles"), HOME=str(tmp_path),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    ansible = Path(sys.executable).with_name("ansible-playbook")
+
+    def play_with(**extra) -> str:
+        values = {"stack_package_source": str(src), "stack_packages": {box: sums[box]},
+                  "ascend_common_cache_dir": str(tmp_path / "cache"),
+                  "_toolbox_root": str(root / "usr/local/Ascend/toolbox"),
+                  "ansible_python_interpreter": sys.executable, **extra}
+        (tmp_path / "extra.json").write_text(json.dumps(values))
+        result = subprocess.run([str(ansible), "-i", "localhost,", "-c", "local", str(play),
+                                 "-e", f"@{tmp_path / 'extra.json'}"],
+                                capture_output=True, text=True, env=env, cwd=PLAYBOOKS, timeout=300)
+        return f"rc={result.returncode}\n{result.stdout}{result.stderr}"
+
+    dmi = root / "usr/local/Ascend/toolbox/7.3.0/Ascend-DMI/bin/ascend-dmi"
+    # off unless asked for: the default and its declaration agree
+    role = PLAYBOOKS / "roles/toolbox"
+    assert yaml.safe_load((role / "defaults/main.yml").read_text())["toolbox_install"] is False
+    spec = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]["main"]
+    assert spec["options"]["toolbox_install"]["default"] is False
+    first = play_with(toolbox_install=True)
+    assert first.startswith("rc=0") and "toolbox: install 7.3.0" in first and dmi.is_file(), first
+    again = play_with(toolbox_install=True)
+    assert again.startswith("rc=0") and "toolbox: skip 7.3.0" in again and "changed=0" in again, again
