@@ -244,6 +244,16 @@ def toolbox_file(arch: str, matrix: Matrix | None = None) -> PackageFile | None:
                        download=TOOLBOX_PAGE.format(version=box.version, arch=arch, file=name))
 
 
+def _offer_toolbox(installers: list[PackageFile], notes: list[str], arch: str, matrix: Matrix) -> None:
+    """The optional ToolBox installer of the plan, with the note saying when it is needed."""
+    box = toolbox_file(arch, matrix)
+    if box is not None:
+        installers.append(box)
+        notes.append(f"{box.name} (MindCluster ToolBox: ascend-dmi, the full tier's FLOPS and bandwidth "
+                     "tests) is optional: the toolbox role installs it where the inventory sets "
+                     "toolbox_install: true; without it the bandwidth checks measure with torch")
+
+
 def required_files(stack: ResolvedStack | dict, cann: list[str] | None = None,
                    python_build: bool = True, training: bool = True, toolbox: bool = False) -> list[str]:
     """The package check's terms: every installer name (with the standalone CPython archive where the
@@ -392,13 +402,7 @@ def package_plan(stack_id: str, *, os: str | None = None, arch: str | None = Non
     elif os_entry is not None and r.python != os_entry.python3:
         notes.append(f"{r.os} ships python3 {os_entry.python3} and the matrix records no standalone CPython "
                      f"{r.python}: install one on the nodes and set python_env_python to it")
-    box = toolbox_file(r.arch, m)
-    if box is not None:
-        installers.append(box)
-        notes.append(f"{box.name} (MindCluster ToolBox: ascend-dmi, the full tier's FLOPS and bandwidth "
-                     "tests) "
-                     "is optional: the toolbox role installs it where the inventory sets "
-                     "toolbox_install: true; without it the bandwidth checks measure with torch")
+    _offer_toolbox(installers, notes, r.arch, m)
     why_not = no_training_set(r.torch)
     if why_not:
         notes.append(f"no training set exists for torch {r.torch}: {why_not}; the wheelhouse holds no "
