@@ -132,7 +132,8 @@ def _judge_copies(host, check_id: str, metric: str) -> None:
 
 @check(
     "npu.hbm_bandwidth",
-    title="every device's memory bandwidth (ascend-dmi d2d) reaches its SKU's HBM figure and the fleet's",
+    title="every device's memory bandwidth (ascend-dmi d2d, else torch) reaches its SKU's HBM figure and the "
+    "fleet's",
     severity="major",
     tier="full",
     reads=[DeviceCopies, NodeSku, NpuSmi],
@@ -145,7 +146,8 @@ def test_hbm_bandwidth(host):
 
 @check(
     "npu.h2d_bandwidth",
-    title="every device's host-to-device copy reaches its link's figure (ascend-dmi h2d) and the fleet's",
+    title="every device's host-to-device copy reaches its link's figure (ascend-dmi h2d, else torch) and the "
+    "fleet's",
     severity="major",
     tier="full",
     reads=[DeviceCopies, NodeSku, NpuSmi],
@@ -158,7 +160,8 @@ def test_h2d_bandwidth(host):
 
 @check(
     "npu.d2h_bandwidth",
-    title="every device's device-to-host copy reaches its link's figure (ascend-dmi d2h) and the fleet's",
+    title="every device's device-to-host copy reaches its link's figure (ascend-dmi d2h, else torch) and the "
+    "fleet's",
     severity="major",
     tier="full",
     reads=[DeviceCopies, NodeSku, NpuSmi],
@@ -171,7 +174,8 @@ def test_d2h_bandwidth(host):
 
 @check(
     "npu.p2p_bandwidth",
-    title="every two devices of a node copy at their HCCS link's figure (ascend-dmi p2p) and the fleet's",
+    title="every two devices of a node copy at their HCCS link's figure (ascend-dmi p2p, else torch) and the "
+    "fleet's",
     severity="major",
     tier="full",
     reads=[DeviceCopies, NodeSku, NpuSmi],
