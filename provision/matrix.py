@@ -182,6 +182,17 @@ class PythonBuild(MatrixModel):
     source: str
 
 
+class Toolbox(MatrixModel):
+    """The MindCluster ToolBox (ascend-dmi and friends): one release for every stack, installed only where
+    the inventory asks for it (toolbox_install); its file is Ascend-mindx-toolbox_<ver>_linux-<arch>.run."""
+
+    version: Version = Field(description="the MindCluster (MindX) release, e.g. 7.3.0")
+    source: str
+
+    def file(self, arch: str) -> str:
+        return f"Ascend-mindx-toolbox_{self.version}_linux-{arch}.run"
+
+
 class Matrix(MatrixModel):
     """The whole file. Cross-references are checked by `check_matrix` after parsing."""
 
@@ -197,6 +208,8 @@ class Matrix(MatrixModel):
                                      description="RL engines and the stacks they state they support")
     python_builds: list[PythonBuild] = Field(
         default_factory=list, description="standalone CPython builds for OSes whose python3 is too old")
+    toolbox: Toolbox | None = Field(None,
+                                    description="the MindCluster ToolBox release the provisioning offers")
 
     # Lookups. Version ids compare through version_key, so 8.2.rc1 finds 8.2.RC1.
     def os_entry(self, os_id: str) -> OsEntry | None:
@@ -379,6 +392,8 @@ def check_matrix(m: Matrix, *, origin: str = "<matrix>") -> None:
             raise _fail(origin, f"{where}.companions", f"no vllm-ascend row for version {companion}",
                         "add the vllm-ascend release it installs under `engines:`")
     _check_unique(origin, "python_builds", [b.python for b in m.python_builds])
+    if m.toolbox is not None:
+        need_source("toolbox.source", m.toolbox.source)
     for i, b in enumerate(m.python_builds):
         need_source(f"python_builds[{i}] ({b.python}).source", b.source)
         if python_minor(b.version) != b.python:

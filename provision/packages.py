@@ -67,7 +67,10 @@ HDK_PAGE = ("hiascend.com > Firmware and Drivers > {product} > CANN {cann} > Asc
 CANN_PAGE = "hiascend.com > Downloads > CANN {cann} ({arch}); or Huawei Support > CANN > {cann}"
 PYPI_PAGE = "PyPI: {project} {version}"
 
-Component = Literal["driver", "firmware", "toolkit", "kernels", "ops", "nnal", "python"]
+Component = Literal["driver", "firmware", "toolkit", "kernels", "ops", "nnal", "python", "toolbox"]
+#: where the MindCluster ToolBox is downloaded (matrix source mindx-toolbox-*)
+TOOLBOX_PAGE = ("hiascend.com > Downloads > MindCluster {version} > ToolBox ({arch}); or "
+                "https://ascend-repo.obs.cn-east-2.myhuaweicloud.com/MindX/MindX%20{version}/{file}")
 
 
 class PackageFile(MatrixModel):
@@ -78,6 +81,8 @@ class PackageFile(MatrixModel):
     component: Component
     download: str = Field(description="the page it is downloaded from")
     comes_in: str | None = Field(None, description="the archive it is published in, when it is one")
+    optional: bool = Field(False, description="needed only where the inventory turns its role on "
+                           "(the toolbox: toolbox_install: true)")
 
 
 class WheelRequirement(MatrixModel):
@@ -229,15 +234,42 @@ def wheel_requirements(stack: ResolvedStack | dict, python: str | None = None,
     return out
 
 
+def toolbox_file(arch: str, matrix: Matrix | None = None) -> PackageFile | None:
+    """The MindCluster ToolBox installer for `arch` (None where the matrix names no toolbox release)."""
+    box = (matrix or load_matrix()).toolbox
+    if box is None:
+        return None
+    name = box.file(arch)
+    return PackageFile(name=name, component="toolbox", optional=True,
+                       download=TOOLBOX_PAGE.format(version=box.version, arch=arch, file=name))
+
+
+def _offer_toolbox(installers: list[PackageFile], notes: list[str], arch: str, matrix: Matrix) -> None:
+    """The optional ToolBox installer of the plan, with the note saying when it is needed."""
+    box = toolbox_file(arch, matrix)
+    if box is not None:
+        installers.append(box)
+        notes.append(f"{box.name} (MindCluster ToolBox: ascend-dmi, the full tier's FLOPS and bandwidth "
+                     "tests) is optional: the toolbox role installs it where the inventory sets "
+                     "toolbox_install: true; without it the bandwidth checks measure with torch")
+
+
 def required_files(stack: ResolvedStack | dict, cann: list[str] | None = None,
-                   python_build: bool = True, training: bool = True) -> list[str]:
+                   python_build: bool = True, training: bool = True, toolbox: bool = False) -> list[str]:
     """The package check's terms: every installer name (with the standalone CPython archive where the
-    stack names one, unless `python_build` is false: the node's interpreter is given), then
-    `wheel:REQUIREMENT` per wheel requirement (`training`: ascend-ready's and the job's too)."""
+    stack names one, unless `python_build` is false: the node's interpreter is given; with the toolbox's
+    where `toolbox`: toolbox_install), then `wheel:REQUIREMENT` per wheel requirement
+    (`training`: ascend-ready's and the job's too)."""
     s = stack if isinstance(stack, dict) else stack.model_dump(mode="json")
     runs = [name for name in s["packages"].values() if name]
     if python_build and s.get("python_build"):
         runs.append(s["python_build"]["file"])
+    box = toolbox_file(s["arch"]) if toolbox else None
+    if toolbox and box is None:
+        raise MatrixError("toolbox_install is true but the matrix names no toolbox release",
+                          hint="add `toolbox: {version: ..., source: ...}` to provision/matrix.yml")
+    if box is not None:
+        runs.append(box.name)
     return runs + [f"wheel:{w.requirement}" for w in wheel_requirements(s, cann=cann, training=training)]
 
 
@@ -370,6 +402,7 @@ def package_plan(stack_id: str, *, os: str | None = None, arch: str | None = Non
     elif os_entry is not None and r.python != os_entry.python3:
         notes.append(f"{r.os} ships python3 {os_entry.python3} and the matrix records no standalone CPython "
                      f"{r.python}: install one on the nodes and set python_env_python to it")
+    _offer_toolbox(installers, notes, r.arch, m)
     why_not = no_training_set(r.torch)
     if why_not:
         notes.append(f"no training set exists for torch {r.torch}: {why_not}; the wheelhouse holds no "

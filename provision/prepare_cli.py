@@ -61,7 +61,8 @@ def packages_cmd(ctx: click.Context, stack: str, os_id: str | None, arch: str | 
     for col in ("file", "component", "download from", "comes in"):
         runs.add_column(col, overflow="fold", no_wrap=col == "file")
     for f in plan.installers:
-        runs.add_row(f.name, f.component, f.download, f.comes_in or "-")
+        component = f.component + (" (optional)" if f.optional else "")
+        runs.add_row(f.name, component, f.download, f.comes_in or "-")
     console.print(runs)
     wheels = Table(title="wheelhouse/: a wheel for each requirement (and what it requires)",
                    title_justify="left")

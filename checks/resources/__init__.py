@@ -45,6 +45,7 @@ from ascend_ready.checks.resources.os import (
 from ascend_ready.checks.resources.output_dir import OutputDir
 from ascend_ready.checks.resources.pcie import Dmesg, PcieLinks, PciFunctions
 from ascend_ready.checks.resources.perf import AscendDmi, NodeSku
+from ascend_ready.checks.resources.perf_torch import DeviceCopies, TorchCopies
 from ascend_ready.checks.resources.versions import (
     CannComponents,
     DriverVersion,
@@ -65,6 +66,7 @@ __all__ = [
     "Clock",
     "ClockOffset",
     "CollectiveResult",
+    "DeviceCopies",
     "DeviceNodes",
     "DiskFree",
     "Dmesg",
@@ -105,6 +107,7 @@ __all__ = [
     "Sysctl",
     "Thp",
     "Toolkit",
+    "TorchCopies",
     "TorchImport",
     "TrainingEnv",
     "UserLibs",
@@ -156,6 +159,8 @@ ALL: tuple[type[Resource], ...] = (
     UserLibs,
     PythonPackages,
     TorchImport,
+    TorchCopies,
+    DeviceCopies,
     TrainingEnv,
 )
 

@@ -53,9 +53,10 @@ DMI_BW = {
 DMI_P2P = _dmi("ascend-dmi-p2p", "--bw -t p2p -q", foreach=None, timeout_s=600,
                what="device-to-device GB/s between every two devices of the node (HCCS)")
 
-_MISSING_HINT = ("install the MindCluster ToolBox (Ascend-mindx-toolbox_*.run --install) on the node, then "
-                 "run ascend-check --tier full again; without it only npu.matmul and hccl.allreduce (torch, "
-                 "across the hosts) measure the node")
+_MISSING_HINT = ("install the MindCluster ToolBox on the node (site.yml with toolbox_install: true, or "
+                 "Ascend-mindx-toolbox_*.run --install), then run ascend-check --tier full again; without it "
+                 "the bandwidth checks measure with torch, and npu.matmul (torch, across the hosts) "
+                 "stands in for npu.flops")
 
 
 class NodeSku(Resource):
@@ -112,6 +113,12 @@ class AscendDmi(Resource):
             raise ProbeFailed(f"`{res.command}`: ascend-dmi is not installed on {self.host.name}",
                               hint=_MISSING_HINT)
         return parse_dmi_p2p(self.host.stdout(DMI_P2P.id))
+
+    @cached_property
+    def installed(self) -> bool:
+        """Whether the node runs ascend-dmi at all (its P2P probe did not exit 127, `not found`)."""
+        res = self.host.result(DMI_P2P.id)
+        return not (res.rc == 127 or "ascend-dmi: not found" in res.stderr)
 
     def command(self, base: str, key: str | None = None) -> str:
         res = self.host.result(f"{base}.{key}" if key is not None else base)

@@ -32,7 +32,7 @@ from ascend_ready.provision.packages import no_training_set, training_requiremen
 from ascend_ready.provision.versions import version_key
 from ascend_ready.sim.base import cache_root
 from ascend_ready.sim.packages import build_package_dir, package_names, standalone_python, wheels
-from ascend_ready.sim.packages.builder import Stack
+from ascend_ready.sim.packages.builder import Stack, toolbox_name
 
 PRODUCTS = ("910b", "910_93")
 
@@ -238,6 +238,9 @@ def build(dest: Path, stack_ids: list[str], arch: str, training: bool = False) -
             # package_names formats the matrix's own templates: the files are what resolve() names
             for name in package_names(_stack(resolved), arch, product).values():
                 os.replace(scratch / name, dest / name)
+            if m.toolbox is not None:  # the optional MindCluster ToolBox (the toolbox role's), once per arch
+                box = toolbox_name(m.toolbox.version, arch)
+                os.replace(scratch / box, dest / box)
             (dest / "wheelhouse").mkdir(exist_ok=True)
             for wheel in (scratch / "wheelhouse").iterdir():
                 os.replace(wheel, dest / "wheelhouse" / wheel.name)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ascend_ready.errors import ConfigError
+from ascend_ready.provision.matrix import load_matrix
 from ascend_ready.sim.packages import versionfiles as vf
 from ascend_ready.sim.packages import wheels
 from ascend_ready.sim.packages.runpkg import Payload, make_run, template
@@ -180,6 +181,25 @@ def driver_run(stack: Stack, arch: str, product: str) -> bytes:
     return make_run("ASCEND DRIVER RUN PACKAGE", "run_driver.sh", files)
 
 
+def toolbox_name(version: str, arch: str) -> str:
+    """As Huawei publishes it: Ascend-mindx-toolbox_<version>_linux-<arch>.run (arch x86_64, aarch64)."""
+    return f"Ascend-mindx-toolbox_{version}_linux-{arch}.run"
+
+
+def toolbox_run(version: str, arch: str) -> bytes:
+    """The MindCluster ToolBox installer: the simulator's ascend-dmi under <release>/Ascend-DMI/bin."""
+    name = toolbox_name(version, arch)
+    files = _text({
+        "run_common.sh": template("run_common.sh"),
+        "run_toolbox.sh": template("run_toolbox.sh"),
+        "package.info": _package_info(PKG_KIND="toolbox", PKG_NAME=name, PKG_VERSION=version, PKG_ARCH=arch,
+                                      PKG_PRODUCT="all"),
+        "help.info": _help(name, ("--check", "--install", "--uninstall", "--quiet", "--nox11", "--help")),
+    })
+    files["files/Ascend-DMI/bin/ascend-dmi"] = _node_tool("ascend-dmi")
+    return make_run("ASCEND MINDX TOOLBOX RUN PACKAGE", "run_toolbox.sh", files)
+
+
 def firmware_run(stack: Stack, arch: str, product: str) -> bytes:
     name = package_names(stack, arch, product)["firmware"]
     files = _text({
@@ -317,6 +337,9 @@ def build_package_dir(dest: Path, stacks: list[Mapping[str, object] | Stack], ar
         index.append({"driver": stack.driver, "firmware": stack.firmware, "cann": stack.cann,
                       "torch": stack.torch, "torch_npu": stack.torch_npu, "glibc": stack.glibc,
                       "packages": {p: package_names(stack, arch, p) for p in products}})
+    box = load_matrix().toolbox  # the release the matrix offers (the toolbox role installs it)
+    if box is not None:
+        runs[toolbox_name(box.version, arch)] = toolbox_run(box.version, arch)
     for name, data in runs.items():
         path = dest / name
         path.write_bytes(data)

@@ -262,6 +262,11 @@ def machine_identity_output(name: str) -> str:
     return f"machine-id {digest[:32]}\nboot-id {uuid.UUID(digest[32:64])}\n"
 
 
+#: what the torch bandwidth probe (checks/resources/perf_torch.py) prints where ascend-dmi is installed: the
+#: echo lines of its shell
+TORCH_BW_SKIPPED = ("ascend-check torch-bandwidth v1\n"
+                    "skipped: ascend-dmi is installed (its tests measure instead)\n")
+
 #: the ascend-dmi calls of the full tier's performance probes (checks/resources/perf.py), per device
 DMI_CALLS = {
     "ascend-dmi-flops": ["-f", "-t", "fp16", "-d", "{d}", "-q"],
@@ -373,6 +378,8 @@ def fake_host(
     for pid, text in {**HEALTHY_OS, **_versions()}.items():
         put(pid, text)
     put("torch-import", torch_import_output(len(logic)))
+    # ascend-dmi is installed (above): the torch bandwidth probe's shell says so and measures nothing
+    put("torch-bandwidth", TORCH_BW_SKIPPED)
     put("training-env", training_env_output())
     put("machine-identity", machine_identity_output(name))
     probes["toolkit-version"].stderr = "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info\n"

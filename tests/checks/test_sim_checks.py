@@ -593,20 +593,83 @@ def test_performance_checks_name_exactly_the_slow_part(node):
             assert text in got[c].message and "the absolute floor binds" in got[c].message, got[c].message
 
 
-def test_the_full_tier_on_two_nodes_with_the_performance_checks_takes_at_most_twice_as_long(node, tmp_path):
+def test_without_ascend_dmi_torch_measures_and_the_toolbox_installer_brings_it_back(node, tmp_path):
+    """node01's toolbox moved away: the bandwidth checks measure with torch (the lent checkout's CPU torch as
+    the training interpreter) and warn, naming the figure, that a CPU's copy cannot be compared to the 910B3
+    floor; the simulated MindCluster ToolBox installer (what the toolbox role runs: --install --quiet)
+    brings ascend-dmi back and they pass on it again."""
+    import sys
+
+    cluster, profile_path = node
+    data = yaml.safe_load(profile_path.read_text())
+    data["python"] = sys.executable
+    prof = tmp_path / "torch-python.yml"
+    prof.write_text(yaml.safe_dump(data))
+    copies = [c for c in PERF_CHECKS if c != "npu.flops"]
+    targets = sim_targets(cluster.inventory_path, NODE, prof)
+
+    def judge() -> dict:
+        options = PreflightOptions(tier="full", select=copies, profile=str(prof))
+        return {r.check_id: r for r in preflight(targets, options).results}
+
+    sh(cluster, "mv /usr/local/Ascend/toolbox /usr/local/Ascend/toolbox.off")
+    try:
+        torch = judge()
+        assert {c: r.status for c, r in torch.items()} == dict.fromkeys(copies, "warn"), torch
+        hbm = torch["npu.hbm_bandwidth"]
+        assert "sees no NPU, only cpu (measured cpu: " in hbm.message, hbm.message
+        assert "cannot be compared to the 910B3 floor 1440 GB/s" in hbm.message
+        assert any(line.startswith("measured with torch (torch ") for line in hbm.evidence), hbm.evidence
+        sh(cluster, "cd /tmp/pkgs && sh ./Ascend-mindx-toolbox_*_linux-x86_64.run --install --quiet")
+        back = judge()
+        assert {c: r.status for c, r in back.items()} == dict.fromkeys(copies, "pass"), back
+        assert any(line.startswith("measured with ascend-dmi") for line in back["npu.hbm_bandwidth"].evidence)
+    finally:
+        sh(cluster, "rm -rf /usr/local/Ascend/toolbox && "
+                    "mv /usr/local/Ascend/toolbox.off /usr/local/Ascend/toolbox")
+
+
+@pytest.fixture(scope="module")
+def two_nodes(node, tmp_path_factory):
+    """node01 and node02 as targets. node02 (Kylin V10): the stand-in provisioning stops at the CANN ops
+    package (named otherwise for its Python), after the driver (which carries the simulator's ascend-dmi):
+    its other checks may fail, its performance checks run."""
+    cluster, profile_path = node
+    with contextlib.suppress(AssertionError):
+        provision(cluster, tmp_path_factory.mktemp("node02"), node="node02")
+    return cluster, profile_path, [t for name in (NODE, "node02")
+                                   for t in sim_targets(cluster.inventory_path, name, profile_path)]
+
+
+def test_a_uniformly_40_percent_slow_fleet_fails_on_the_absolute_floor(two_nodes):
+    """Every device of both nodes throttled alike to 60 %: no device is off the fleet median, so only the
+    SKU's absolute floor (0.85 x 313 TFLOPS for the 910B3) can fail them, and it does, on both nodes."""
+    from ascend_ready.sim import faults
+
+    _, profile_path, targets = two_nodes
+    for name in (NODE, "node02"):
+        faults.change(name, "npu-throttle", {"npu": "all", "factor": 0.6})
+    try:
+        options = PreflightOptions(tier="full", select=["npu.flops"], profile=str(profile_path))
+        report = preflight(targets, options)
+    finally:
+        for name in (NODE, "node02"):
+            faults.change(name, None, {})
+    got = {r.host: r for r in report.results}
+    assert {h: r.status for h, r in got.items()} == {NODE: "fail", "node02": "fail"}, got
+    for r in got.values():
+        assert "below its floor 266.1 TFLOPS (0.85 x 313 expected for 910B3)" in r.message, r.message
+        assert "the absolute floor binds" in r.message and "fleet median binds" not in r.message
+        assert "source:" in "\n".join(r.evidence)
+
+
+def test_the_full_tier_on_two_nodes_with_the_performance_checks_takes_at_most_twice_as_long(two_nodes):
     """Both timed in one run: the full tier on node01 and node02 without the performance checks (as before
     them) and with them. The collective (npu.matmul, hccl.allreduce) is left out of both: it needs torch on
     the nodes, and its own wall time is measured in tests/cluster/test_collective_sim.py."""
     import os
 
-    cluster, profile_path = node
-    # node02 (Kylin V10): the stand-in provisioning stops at the CANN ops package (named otherwise for its
-    # Python), after the driver (which carries ascend-dmi): its other checks may fail, at the same probe
-    # cost, which is what is timed here
-    with contextlib.suppress(AssertionError):
-        provision(cluster, tmp_path, node="node02")
-    targets = [t for name in (NODE, "node02")
-               for t in sim_targets(cluster.inventory_path, name, profile_path)]
+    _, profile_path, targets = two_nodes
     common = sorted(NOT_HEALTHY_IN_SIM | NO_TRAINING_VENV | {"npu.matmul", "hccl.allreduce", "hccl.mesh"})
 
     def timed(skip: list[str]) -> tuple[float, dict]:

@@ -55,14 +55,17 @@ def test_installer_names_are_the_resolvers(os_id, arch, product):
     want = rv.resolve(cann=row.cann, torch=row.torch, torch_npu=row.torch_npu, os=os_id, arch=arch,
                       product=product)
     plan = pk.package_plan(STACK, os=os_id, arch=arch, product=product)
-    # the .run files, then the standalone CPython where the OS's python3 is too old (Kylin V10's 3.7)
-    assert [f.name for f in plan.installers] == [n for n in want.packages.model_dump().values() if n] + (
+    # the .run files, then the standalone CPython where the OS's python3 is too old (Kylin V10's 3.7), then
+    # the optional MindCluster ToolBox
+    needed = [f for f in plan.installers if not f.optional]
+    assert [f.name for f in needed] == [n for n in want.packages.model_dump().values() if n] + (
         [want.python_build.file] if want.python_build else [])
+    assert [f.name for f in plan.installers if f.optional] == [f"Ascend-mindx-toolbox_7.3.0_linux-{arch}.run"]
     assert (want.python_build is not None) == (os_id == "kylinv10sp3")
     assert plan.python == want.python
     # and the playbook checks exactly these files and requirements
-    assert pk.required_files(want) == [f.name for f in plan.installers] + [f"wheel:{w.requirement}"
-                                                                          for w in plan.wheels]
+    assert pk.required_files(want) == [f.name for f in needed] + [f"wheel:{w.requirement}"
+                                                                  for w in plan.wheels]
 
 
 def test_a2_plan_on_kylin_names_the_hdk_zip_the_wheels_and_the_download_command():
@@ -73,7 +76,7 @@ def test_a2_plan_on_kylin_names_the_hdk_zip_the_wheels_and_the_download_command(
     assert driver.comes_in == firmware.comes_in == "Ascend-hdk-910b-npu_25.0.rc1.1_linux-aarch64.zip"
     assert "Firmware and Drivers" in driver.download and "Ascend HDK 25.0.RC1.1" in driver.download
     assert [f.component for f in plan.installers] == ["driver", "firmware", "toolkit", "kernels", "nnal",
-                                                      "python"]
+                                                      "python", "toolbox"]
     reqs = [w.requirement for w in plan.wheels]
     assert reqs[:3] == ["pip", "torch==2.5.1", "torch_npu==2.5.1.post1"]
     cann = len(pk.CANN_PYTHON_REQUIREMENTS)
@@ -261,6 +264,29 @@ def test_the_simulators_package_directory_holds_what_the_list_names(tmp_path):
     assert any(p.startswith(f"no transformers {pinned} wheel") for p in problems), [p[:40] for p in problems]
 
 
+def test_the_toolbox_is_listed_as_optional_and_checked_only_where_its_role_installs_it(tmp_path):
+    """`ascend-matrix packages` lists the MindCluster ToolBox (optional); the package check wants it, with
+    its checksum like the others, only with toolbox=true (the stack role passes toolbox_install)."""
+    plan = pk.package_plan(STACK, arch="aarch64")
+    box = plan.installers[-1]
+    assert (box.name, box.component, box.optional) == ("Ascend-mindx-toolbox_7.3.0_linux-aarch64.run",
+                                                        "toolbox", True)
+    assert "MindX%207.3.0/Ascend-mindx-toolbox_7.3.0_linux-aarch64.run" in box.download
+    assert any("toolbox_install: true" in n for n in plan.notes)
+    res = run("packages", STACK)
+    assert res.exit_code == 0 and "toolbox (optional)" in res.output
+    src, stack = _sim_packages(tmp_path)
+    assert box.name not in lookup.stack_terms(stack, requirements=[], training=False)
+    terms = lookup.stack_terms(stack, requirements=[], training=False, toolbox=True)
+    assert box.name in terms
+    sums = lookup.parse_manifest((src / "SHA256SUMS").read_text(), "m")
+    files, problems = lookup.check(terms, str(src), cache_file=str(tmp_path / "c.json"), arch="aarch64")
+    assert problems == [] and files[box.name] == sums[box.name]
+    (src / box.name).write_bytes(b"truncated")
+    files, problems = lookup.check(terms, str(src), cache_file=str(tmp_path / "c2.json"), arch="aarch64")
+    assert problems and f"package {box.name} is corrupt" in problems[0]
+
+
 def test_one_check_names_the_missing_and_the_corrupt_file_with_their_checksums(tmp_path):
     src, stack = _sim_packages(tmp_path)
     sums = lookup.parse_manifest((src / "SHA256SUMS").read_text(), "m")
@@ -309,3 +335,50 @@ def test_the_stack_roles_assert_lists_every_problem_in_one_run(tmp_path):
     assert result.returncode == 2, out
     assert "Ensure the package source holds every package of the stack, intact" in out
     assert f"package {driver} is missing" in out and f"package {toolkit} is corrupt" in out
+
+
+@pytest.mark.slow  # two ansible-playbook runs: 20-50 s on the shared 2-core machine
+def test_the_toolbox_role_installs_the_verified_installer_once_and_only_where_asked(tmp_path):
+    """The real role on localhost, into a scratch root (the simulator's installers honour
+    ASCEND_SIM_FSROOT; the role's root path is pointed there): off by default; on, it stages the file the
+    package check verified and runs `--install --quiet`; a re-run changes nothing."""
+    from ascend_ready.sim.packages.builder import toolbox_run
+
+    box = pk.toolbox_file("aarch64").name
+    src = tmp_path / "pkgs"
+    src.mkdir()
+    (src / box).write_bytes(toolbox_run(mx.load_matrix().toolbox.version, "aarch64"))
+    pk.write_manifest(src)
+    sums = lookup.parse_manifest((src / "SHA256SUMS").read_text(), "m")
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{
+        "name": "toolbox", "hosts": "localhost", "gather_facts": False,
+        "environment": {"ASCEND_SIM_FSROOT": str(root)}, "roles": ["toolbox"]}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PLAYBOOKS / "ansible.cfg"),
+               ANSIBLE_ROLES_PATH=str(PLAYBOOKS / "roles"), HOME=str(tmp_path),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    ansible = Path(sys.executable).with_name("ansible-playbook")
+
+    def play_with(**extra) -> str:
+        values = {"stack_package_source": str(src), "stack_packages": {box: sums[box]},
+                  "ascend_common_cache_dir": str(tmp_path / "cache"),
+                  "_toolbox_root": str(root / "usr/local/Ascend/toolbox"),
+                  "ansible_python_interpreter": sys.executable, **extra}
+        (tmp_path / "extra.json").write_text(json.dumps(values))
+        result = subprocess.run([str(ansible), "-i", "localhost,", "-c", "local", str(play),
+                                 "-e", f"@{tmp_path / 'extra.json'}"],
+                                capture_output=True, text=True, env=env, cwd=PLAYBOOKS, timeout=300)
+        return f"rc={result.returncode}\n{result.stdout}{result.stderr}"
+
+    dmi = root / "usr/local/Ascend/toolbox/7.3.0/Ascend-DMI/bin/ascend-dmi"
+    # off unless asked for: the default and its declaration agree
+    role = PLAYBOOKS / "roles/toolbox"
+    assert yaml.safe_load((role / "defaults/main.yml").read_text())["toolbox_install"] is False
+    spec = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]["main"]
+    assert spec["options"]["toolbox_install"]["default"] is False
+    first = play_with(toolbox_install=True)
+    assert first.startswith("rc=0") and "toolbox: install 7.3.0" in first and dmi.is_file(), first
+    again = play_with(toolbox_install=True)
+    assert again.startswith("rc=0") and "toolbox: skip 7.3.0" in again and "changed=0" in again, again

@@ -379,3 +379,32 @@ def test_an_upgrade_sets_the_modes_from_its_own_flags_and_chmod_o_g_repairs_it(n
     up = node.run("Ascend-cann-toolkit_9.0.0_linux-x86_64.run", "--upgrade", "--install-for-all", "--quiet")
     assert up.returncode == 0, up.stdout
     assert node.path(set_env).stat().st_mode & 0o777 == 0o644
+
+
+TOOLBOX = "Ascend-mindx-toolbox_7.3.0_linux-x86_64.run"
+
+
+def test_the_toolbox_installs_ascend_dmi_under_its_release_with_latest_and_set_env(node):
+    """The MindCluster ToolBox (matrix `toolbox:`): `--install --quiet` as the toolbox role runs it; the
+    release under toolbox/<ver>, `latest` pointing at it, set_env.sh putting ascend-dmi on PATH; the same
+    release again replaces it; an unknown flag and a run with neither mode are refused."""
+    assert node.run(TOOLBOX, "--check").returncode == 0
+    res = node.run(TOOLBOX, "--install", "--quiet")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "[INFO] Ascend-mindx-toolbox_7.3.0 install success" in res.stdout
+    dmi = node.path("/usr/local/Ascend/toolbox/7.3.0/Ascend-DMI/bin/ascend-dmi")
+    assert dmi.is_file() and dmi.stat().st_mode & 0o111
+    assert os.readlink(node.path("/usr/local/Ascend/toolbox/latest")) == "7.3.0"
+    assert node.read("/usr/local/Ascend/toolbox/set_env.sh") == (
+        'export PATH="/usr/local/Ascend/toolbox/latest/Ascend-DMI/bin:$PATH"\n')
+    info = node.read("/usr/local/Ascend/toolbox/7.3.0/ascend_tool_box_install.info")
+    assert keys(info) == ["version", "arch", "os", "path", "build", "a500", "a200", "a200isoc"]
+    assert "path=/usr/local/Ascend/toolbox/7.3.0\n" in info
+    assert "build=Ascend-mindx-toolbox_7.3.0-x86_64\n" in info
+    assert node.run(TOOLBOX, "--install", "--quiet").returncode == 0 and dmi.is_file()
+    bad = node.run(TOOLBOX, "--install", "--full")
+    assert bad.returncode == 1 and "Unrecognized parameters: --full" in bad.stdout
+    assert node.run(TOOLBOX, "--quiet").returncode == 1
+    gone = node.run(TOOLBOX, "--uninstall", "--quiet")
+    assert gone.returncode == 0 and not dmi.exists()
+    assert not node.path("/usr/local/Ascend/toolbox/latest").exists()

@@ -54,6 +54,12 @@ options:
       is given).
     type: bool
     default: true
+  toolbox:
+    description: >-
+      With I(stack), check the MindCluster ToolBox installer of its arch too (the toolbox role installs
+      it where toolbox_install is true; false - not wanted).
+    type: bool
+    default: false
   problems:
     description:
       - "C(raise) fails with one error naming every problem; C(return) returns
@@ -232,10 +238,10 @@ class _DigestCache:
 
 
 def stack_terms(stack: dict, requirements: list[str] | None = None, wheels: bool = True,
-                python_build: bool = True, training: bool = True) -> list[str]:
+                python_build: bool = True, training: bool = True, toolbox: bool = False) -> list[str]:
     """The files of a resolved stack, as ascend-matrix packages lists them (one list for both)."""
     terms = _packages().required_files(stack, cann=requirements, python_build=python_build,
-                                       training=training)
+                                       training=training, toolbox=toolbox)
     return terms if wheels else [t for t in terms if not t.startswith("wheel:")]
 
 
@@ -323,7 +329,7 @@ class LookupModule(LookupBase):
         if self.get_option("stack"):
             names += stack_terms(self.get_option("stack"), self.get_option("requirements"),
                                  self.get_option("wheels"), self.get_option("python_build"),
-                                 self.get_option("training"))
+                                 self.get_option("training"), self.get_option("toolbox"))
         source = str(self.get_option("source"))
         files, problems = check(names, source, self.get_option("manifest"), self.get_option("cache"),
                                 self.get_option("python"), self.get_option("arch"),
