@@ -83,6 +83,13 @@ def _ts_cmp(a: _ts_key | None, b: _ts_key | None) -> int:
 
 
 
+# A line a terminal, a log viewer or a pasted issue cut at a fixed width: the start of a documented code
+# (`EZ99`, `E`) or of a return code (`error code is 5070`) ends the line, its rest starts the next one.
+_WRAP_TAIL_RE = re.compile(rb"(?:(?<![\w./\\-])E(?:[0-9A-Z]\d{0,3})?|error code(?: is)?\s*[:=]?\s*\d{0,5})$")
+#: How much of the next line can complete a cut code: the rest of it and what must follow it.
+_WRAP_HEAD = 8
+
+
 class _Catalog:
     """The vendor's code lists as matchers: a documented code not named by a signature entry gets a
     finding from its family; an undocumented one is still reported, as an unknown code."""
@@ -102,6 +109,21 @@ class _Catalog:
         if "ACL_ERROR_" in text:
             found += [self._names[n] for n in _ACL_NAME_RE.findall(text) if n in self._names]
         return list(dict.fromkeys(found)) if len(found) > 1 else found
+
+    def wrapped(self, line: bytes, nxt: bytes) -> bool:
+        """Whether `line` ends in the first part of a code that `nxt` completes (a line cut at a fixed width);
+        a CANN code must be of a family the vendor documents, a return code follow `error code is`, so no two
+        unrelated lines are joined."""
+        m = _WRAP_TAIL_RE.search(line.rstrip(b"\r"))
+        if m is None or not nxt:
+            return False
+        cut = m.end() - m.start()
+        text = (m[0] + nxt[:_WRAP_HEAD]).decode("latin-1")
+        for found in _CANN_CODE_RE.finditer(text):
+            if found.start(1) < cut < found.end(1) and self.book.family(found[1]) is not None:
+                return True
+        # a return code after `error code is` (its number is whatever the call returned)
+        return any(found.start(1) < cut < found.end(1) for found in self._acl_re.finditer(text))
 
     def describe(self, code: str) -> tuple[Entry, str, str]:
         """(the family's entry, the finding's title, its kind) for a code."""

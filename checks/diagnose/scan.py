@@ -91,6 +91,11 @@ PROGRESS_AFTER_S = 1.0
 PROGRESS_EVERY_S = 5.0
 
 
+#: The bytes a documented code can be cut after (its first part ends a line) and before (its rest starts the
+#: next): single bytes, tested before the wrap regex runs.
+_CODE_HEAD = _CODE_TAIL = frozenset(bytes([c]) for c in b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
 class _Defaults(dict):
     def __missing__(self, key: str) -> str:
         return "?"
@@ -257,13 +262,33 @@ class Scanner:
                 end = block.find(b"\n", m.start())
                 spans[start] = end
                 pos = end + 1
-        prev, line = 0, lineno
+        prev, line, joined = 0, lineno, -1
         for start in sorted(spans):
             line += block.count(b"\n", prev, start)
             prev = start
-            raw = block[start : spans[start]]
-            self._line(_decode(raw).rstrip("\r"), line + 1, state)
+            if start == joined:
+                continue  # the rest of a cut line, read with the line above
+            raw, up, down = self._unwrap(block, start, spans[start])
+            if down:
+                joined = spans[start] + 1
+            self._line(_decode(raw).rstrip("\r"), line + 1 - up, state)
         return line + block.count(b"\n", prev) - lineno
+
+    def _unwrap(self, block: bytes, start: int, end: int) -> tuple[bytes, int, bool]:
+        """The line at block[start:end], joined with the line above or below when a fixed-width cut split a
+        documented code between them: (the text, 1 if it starts on the line above, whether it took the line
+        below). Two byte tests keep the regex off the lines that cannot be cut inside a code."""
+        raw = block[start:end]
+        if start > 0 and raw[:1] in _CODE_HEAD:
+            above = block.rfind(b"\n", 0, start - 1) + 1
+            if self._catalog.wrapped(block[max(above, start - 33) : start - 1], raw):
+                return block[above : start - 1].rstrip(b"\r") + raw, 1, False
+        tail = raw[-32:].rstrip(b"\r")
+        if end + 1 < len(block) and (tail[-1:] in _CODE_TAIL or b"code" in tail) and \
+                self._catalog.wrapped(tail, block[end + 1 : end + 17]):
+            below = block.find(b"\n", end + 1)
+            return raw.rstrip(b"\r") + block[end + 1 : below if below != -1 else len(block)], 0, True
+        return raw, 0, False
 
     # ------------------------------------------------------------ matching
 
