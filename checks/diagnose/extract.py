@@ -48,8 +48,6 @@ _CANN_CODE_RE = re.compile(
     r"(?:(?<=\\[nrt\"])|(?<![\w./\\-]))(E[0-9A-Z]\d{4})(?=[:\[(\]),]|\s|\\[nrt\"]|\.(?!\w)|$)"
 )
 _ACL_NAME_RE = re.compile(r"\b(ACL_ERROR_[A-Z0-9_]+)\b")
-#: A line the vendor graph is tried on says it is an error or a failure (`in` tests: cheaper than a regex).
-_ERROR_WORDS = ("rror", "ail", "xception", "[ERROR]", "ERROR ", "FAIL", "nvalid", "refused", "enied")
 
 _ts_key = tuple[int, ...]
 Actor = tuple[str, "int | str"]

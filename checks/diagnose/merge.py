@@ -100,8 +100,8 @@ def _is_vendor(h: _Hit) -> bool:
 def _drop_named_by_entries(hits: list[_Hit]) -> list[_Hit]:
     """A finding of the vendor's graph whose line an entry of ours (or a documented code) also named is that
     entry's finding again: only the graph's findings on lines nothing else knows stand."""
-    named = {(e.file, e.line) for h in hits if not _is_vendor(h) for e in h.evidence}
-    ours = [h for h in hits if not _is_vendor(h)]
+    ours = [h for h in hits if not _is_vendor(h) and h.kind != "wrapper"]  # a wrapper names no cause
+    named = {(e.file, e.line) for h in ours for e in h.evidence}
     kept = []
     for h in hits:
         if not _is_vendor(h):

@@ -29,6 +29,10 @@ _READABLE = {b"\x1f\x8b": lambda fh: gzip.GzipFile(fileobj=fh), b"BZh": bz2.BZ2F
 #: Files a directory walk reads: logs and captured outputs. Named files are always read.
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 _LOG_NAME_RE = re.compile(r"^(?:plog|device|dmesg|stdout|stderr)")
+#: CANN's own logs: plog-<pid>_<time>.log, device-<pid>_<time>.log, and the launcher's <host>-plogs.log.
+_PLOG_FILE_RE = re.compile(
+    r"(?:^|[/\\])(?:plog|device)-[^/\\]*\.log(?:\.\d+)?(?:\.(?:gz|bz2|xz))?$|-plogs\.log$"
+)
 #: Rotated and compressed logs a walk also reads: train.log.1, plog-1.log.gz, stdout.log.2.xz.
 _ROTATED_RE = re.compile(r"\.(?:log|txt|out|err)(?:\.\d+)?(?:\.(?:gz|bz2|xz|zst))?$")
 
@@ -100,6 +104,11 @@ def _walk(paths: Iterable[str | Path]) -> Iterator[tuple[Path | None, str, bool]
                 f"{raw}: no such file or directory",
                 hint="give training or inference logs, plog directories (~/ascend/log) or saved dmesg output",
             )
+
+
+def is_plog(name: str) -> bool:
+    """Whether a file is one of CANN's plogs (or the launcher's copy of a node's plogs), by its name."""
+    return _PLOG_FILE_RE.search(name) is not None
 
 
 def iter_log_files(paths: Iterable[str | Path]) -> Iterator[tuple[Path | None, str]]:

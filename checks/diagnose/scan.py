@@ -25,7 +25,6 @@ from typing import BinaryIO
 from ascend_ready.checks.diagnose.advice import _oom_advice_for_sleep_mode, _sleep_mode_evidence
 from ascend_ready.checks.diagnose.extract import (
     _DEVICE_RE,
-    _ERROR_WORDS,
     _PID_RES,
     _RANK_PREFIX_RE,
     _STACK_RE,
@@ -36,6 +35,7 @@ from ascend_ready.checks.diagnose.extract import (
     _path_actor,
     what_acl,
 )
+from ascend_ready.checks.diagnose.literals import ERROR_WORDS
 from ascend_ready.checks.diagnose.literals import required_literal as _required_literal
 from ascend_ready.checks.diagnose.merge import (
     MAX_EVIDENCE,
@@ -67,6 +67,7 @@ from ascend_ready.checks.diagnose.reading import (
     _refuse_binary,
     _size,
     _walk,
+    is_plog,
     iter_log_files,
 )
 from ascend_ready.checks.diagnose.vendor import VendorGraph, load_vendor_graph
@@ -91,6 +92,8 @@ PROGRESS_AFTER_S = 1.0
 PROGRESS_EVERY_S = 5.0
 
 
+#: The level tag of a CANN plog's error lines (read in plog files only: a training log holds none).
+_PLOG_ERROR_TAG = rb"\[ERROR\] "
 #: The bytes a documented code can be cut after (its first part ends a line) and before (its rest starts the
 #: next): single bytes, tested before the wrap regex runs.
 _CODE_HEAD = _CODE_TAIL = frozenset(bytes([c]) for c in b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -113,6 +116,7 @@ class _FileState:
     anonymous: list[_Hit] = field(default_factory=list)  # hits whose first line named no actor
     last_hit: _Hit | None = None  # the hit the last matched line went to (CANN stack lines join it)
     last_line: int = 0
+    prefilter: list = field(default_factory=list)  # the patterns this file's lines must pass
 
 
 
@@ -128,6 +132,9 @@ class Scanner:
         self._kg = vendor or load_vendor_graph()
         self._catalog = _Catalog(codes or load_code_book(), self.kb.macros.get("RT", r"error code is\s*"))
         self._prefilter = [re.compile(p.encode()) for p in self.kb.prefilter]
+        # a CANN plog's error lines say so in their level tag (`[ERROR] HCCL(1234,python):...`): in a plog
+        # file every one is read, so the vendor graph's plog entities are found whatever their wording
+        self._plog_prefilter = [*self._prefilter, re.compile(_PLOG_ERROR_TAG)]
         self._entries = [
             (
                 e,
@@ -196,7 +203,8 @@ class Scanner:
             raise ConfigError(f"cannot read {name}: {exc.strerror or exc}") from None
 
     def scan_stream(self, fh: BinaryIO, name: str, *, node: str | None = None) -> None:
-        state = _FileState(len(self.files), name, _path_actor(name), node)
+        state = _FileState(len(self.files), name, _path_actor(name), node,
+                           prefilter=self._plog_prefilter if is_plog(name) else self._prefilter)
         carry = b""
         lineno = 0  # complete lines before `carry`
         first = True
@@ -251,7 +259,7 @@ class Scanner:
     def _block(self, block: bytes, lineno: int, state: _FileState) -> int:
         """Match the lines of `block` (whole lines, ending in a newline); returns its line count."""
         spans: dict[int, int] = {}
-        for rx in self._prefilter:
+        for rx in state.prefilter:
             pos = 0
             search = rx.search
             while True:
@@ -316,7 +324,7 @@ class Scanner:
             else:
                 state.anonymous = [h for h in state.anonymous if lineno - h.first_line < TS_LOOKAHEAD]
         codes_here: set[str] = set()
-        matched = False
+        matched = specific = False  # a line only wrappers matched is still the vendor graph's to read
         candidates = set(self._always)
         for literal in [lit for lit in self._literals if lit in text]:
             candidates |= self._by_literal[literal]
@@ -342,26 +350,26 @@ class Scanner:
                 codes_here.add(code)  # the catalog leaves this code to the entry that named it
             self._record(entry, code, entry.title.format_map(groups), entry.kind, entry.effective_layer,
                          text, lineno, state, ctx, m.start(), groups.get("node"))
-            matched = True
+            matched, specific = True, specific or entry.kind != "wrapper"
         for code in self._catalog.codes_in(text):
             if code in codes_here:
                 continue  # a signature entry named it on this line
             entry, title, kind = self._catalog.describe(code)
             self._record(entry, code, title, kind, entry.layer or "runtime", text, lineno, state, ctx,
                          max(0, text.find(code)), None)
-            matched = True
-        if matched:
+            matched = specific = True
+        if specific:
             return
-        hit = state.last_hit
+        hit = None if matched else state.last_hit
         if hit is not None and lineno - state.last_line <= STACK_GAP and _STACK_RE.match(text):
             self._seq += 1
             hit.add(Evidence(file=state.name, line=lineno, text=_shown(text, 0)), self._seq)
             state.last_line = lineno
             return
-        if not any(w in text for w in _ERROR_WORDS):
-            return  # the graph's entities are error lines; a warning that passed the prefilter is none
+        # a line that says no error is tried only against the graph's groups that say none either
+        error_line = any(w in text for w in ERROR_WORDS)
         last = state.last_hit
-        for ent in self._kg.match(text):  # the vendor's graph, on lines none of ours knows
+        for ent in self._kg.match(text, error_line):  # the vendor's graph, on lines none of ours knows
             entry = self._kg.entry(ent.family)
             self._record(entry, ent.code, self._kg.title(ent), "fault", entry.effective_layer, text, lineno,
                          state, ctx, 0, None)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import Field, PrivateAttr, field_validator
 
+from ascend_ready.checks.diagnose.literals import ERROR_WORDS
 from ascend_ready.checks.diagnose.literals import required_literal as _required_literal
 from ascend_ready.checks.diagnose.model import Entry, Family, _check_sources, _load, _Model
 
@@ -57,6 +58,7 @@ class VendorGraph(_Model):
     entities: list[KgEntity]
     _entries: dict = PrivateAttr(default_factory=dict)
     _by_word: dict = PrivateAttr(default_factory=dict)
+    _plain_by_word: dict = PrivateAttr(default_factory=dict)
     _scan: list = PrivateAttr(default_factory=list)
     _regexes: list = PrivateAttr(default_factory=list)
     _caused_by: dict = PrivateAttr(default_factory=dict)
@@ -83,13 +85,17 @@ class VendorGraph(_Model):
         # graph's generic CANN-code and ERRxxxxx patterns) is what signatures.yml and codes.yml already read
         self._regexes = [(e, lit, re.compile(e.regex)) for e in self.entities if e.regex
                          if (lit := _required_literal(e.regex)) is not None]
+        # a group none of whose keywords says error or fail (an INFO/WARNING wording, a bare MindIE code) is
+        # indexed apart: it is tried on every line the prefilter passes, the others on error lines only
         for e in self.entities:
             for group in e.in_:
                 words = [w for kw in group for w in _INNER_WORD_RE.findall(f" {kw} ")]
-                if words:
-                    self._by_word.setdefault(max(words, key=len), []).append((e, group))
-                else:
+                if not words:
                     self._scan.append((e, group))
+                    continue
+                plain = not any(w in kw for kw in group for w in ERROR_WORDS)
+                index = self._plain_by_word if plain else self._by_word
+                index.setdefault(max(words, key=len), []).append((e, group))
         for e in self.entities:
             for dst in e.leads_to:
                 self._caused_by.setdefault(dst, set()).add(e.code)
@@ -104,17 +110,22 @@ class VendorGraph(_Model):
     def title(self, e: KgEntity) -> str:
         return f"{self.families[e.family].title} ({e.code}, ascend-fd knowledge graph)"
 
-    def match(self, text: str) -> list[KgEntity]:
-        """The entities one line shows, each once, in graph order."""
+    def match(self, text: str, error_line: bool = True) -> list[KgEntity]:
+        """The entities one line shows, each once, in graph order. A line that says no error or failure
+        (`error_line` False) is tried against the groups whose keywords say none either."""
         found: dict[str, KgEntity] = {}
         words = set(_WORD_RE.findall(text))
-        candidates = [c for w in words.intersection(self._by_word) for c in self._by_word[w]]
-        for e, group in (*candidates, *self._scan):
+        candidates = [c for w in words.intersection(self._plain_by_word) for c in self._plain_by_word[w]]
+        if error_line:
+            candidates += [c for w in words.intersection(self._by_word) for c in self._by_word[w]]
+            candidates += self._scan
+        for e, group in candidates:
             if e.code not in found and _in_order(group, text):
                 found[e.code] = e
-        for e, lit, rx in self._regexes:
-            if lit in text and e.code not in found and rx.search(text):
-                found[e.code] = e
+        if error_line:
+            for e, lit, rx in self._regexes:
+                if lit in text and e.code not in found and rx.search(text):
+                    found[e.code] = e
         return list(found.values())
 
 
