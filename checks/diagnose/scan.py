@@ -135,6 +135,7 @@ class Scanner:
         # a CANN plog's error lines say so in their level tag (`[ERROR] HCCL(1234,python):...`): in a plog
         # file every one is read, so the vendor graph's plog entities are found whatever their wording
         self._plog_prefilter = [*self._prefilter, re.compile(_PLOG_ERROR_TAG)]
+        self._plain = self._kg.plain_buckets(tuple(self.kb.prefilter))
         self._entries = [
             (
                 e,
@@ -369,7 +370,8 @@ class Scanner:
         # a line that says no error is tried only against the graph's groups that say none either
         error_line = any(w in text for w in ERROR_WORDS)
         last = state.last_hit
-        for ent in self._kg.match(text, error_line):  # the vendor's graph, on lines none of ours knows
+        found = self._kg.match(text) if error_line else self._kg.match_plain(text, self._plain)
+        for ent in found:  # the vendor's graph, on lines none of ours knows
             entry = self._kg.entry(ent.family)
             self._record(entry, ent.code, self._kg.title(ent), "fault", entry.effective_layer, text, lineno,
                          state, ctx, 0, None)

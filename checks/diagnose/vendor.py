@@ -62,6 +62,7 @@ class VendorGraph(_Model):
     _scan: list = PrivateAttr(default_factory=list)
     _regexes: list = PrivateAttr(default_factory=list)
     _caused_by: dict = PrivateAttr(default_factory=dict)
+    _buckets: dict = PrivateAttr(default_factory=dict)
 
     @field_validator("source")
     @classmethod
@@ -110,22 +111,45 @@ class VendorGraph(_Model):
     def title(self, e: KgEntity) -> str:
         return f"{self.families[e.family].title} ({e.code}, ascend-fd knowledge graph)"
 
-    def match(self, text: str, error_line: bool = True) -> list[KgEntity]:
-        """The entities one line shows, each once, in graph order. A line that says no error or failure
-        (`error_line` False) is tried against the groups whose keywords say none either."""
+    def match(self, text: str) -> list[KgEntity]:
+        """The entities one line that says it is an error or a failure shows, each once, in graph order."""
         found: dict[str, KgEntity] = {}
         words = set(_WORD_RE.findall(text))
         candidates = [c for w in words.intersection(self._plain_by_word) for c in self._plain_by_word[w]]
-        if error_line:
-            candidates += [c for w in words.intersection(self._by_word) for c in self._by_word[w]]
-            candidates += self._scan
-        for e, group in candidates:
+        candidates += [c for w in words.intersection(self._by_word) for c in self._by_word[w]]
+        for e, group in (*candidates, *self._scan):
             if e.code not in found and _in_order(group, text):
                 found[e.code] = e
-        if error_line:
-            for e, lit, rx in self._regexes:
-                if lit in text and e.code not in found and rx.search(text):
-                    found[e.code] = e
+        for e, lit, rx in self._regexes:
+            if lit in text and e.code not in found and rx.search(text):
+                found[e.code] = e
+        return list(found.values())
+
+    def plain_buckets(self, prefilter: tuple[str, ...]) -> list[tuple[re.Pattern, list]]:
+        """The groups that say no error, by the first prefilter pattern one of their keywords holds: a line
+        that says no error can show only the groups of a pattern it holds too (a group none holds cannot
+        pass the prefilter at all). Built once per prefilter."""
+        key = tuple(prefilter)
+        if key not in self._buckets:
+            rxs = [re.compile(p) for p in prefilter]
+            buckets: dict[int, list] = {}
+            for groups in self._plain_by_word.values():
+                for e, group in groups:
+                    at = next((i for i, rx in enumerate(rxs) if any(rx.search(kw) for kw in group)), None)
+                    if at is not None:
+                        buckets.setdefault(at, []).append((e, group))
+            self._buckets[key] = [(rxs[i], buckets[i]) for i in sorted(buckets)]
+        return self._buckets[key]
+
+    def match_plain(self, text: str, buckets: list[tuple[re.Pattern, list]]) -> list[KgEntity]:
+        """The entities a line that says no error shows: only groups that say none either, tried by bucket
+        (a regex search and a few substring tests, no word split: most such lines are warnings)."""
+        found: dict[str, KgEntity] = {}
+        for rx, groups in buckets:
+            if rx.search(text):
+                for e, group in groups:
+                    if e.code not in found and _in_order(group, text):
+                        found[e.code] = e
         return list(found.values())
 
 

@@ -51,7 +51,7 @@ def _cuts(text: str, named: set[str]) -> list[tuple[str, int]]:
 
 _LOGS = sorted(
     str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*.log")
-    if not p.parent.name == "healthy" and _PRINTED_RE.search(p.read_text(encoding="utf-8", errors="replace"))
+    if p.parent.name != "healthy" and _PRINTED_RE.search(p.read_text(encoding="utf-8", errors="replace"))
 )
 
 
