@@ -125,7 +125,7 @@ class VendorGraph(_Model):
                 found[e.code] = e
         return list(found.values())
 
-    def plain_buckets(self, prefilter: tuple[str, ...]) -> list[tuple[re.Pattern, list]]:
+    def plain_buckets(self, prefilter: tuple[str, ...]) -> list[tuple[re.Pattern, tuple[str, ...], list]]:
         """The groups that say no error, by the first prefilter pattern one of their keywords holds: a line
         that says no error can show only the groups of a pattern it holds too (a group none holds cannot
         pass the prefilter at all). Built once per prefilter."""
@@ -138,15 +138,19 @@ class VendorGraph(_Model):
                     at = next((i for i, rx in enumerate(rxs) if any(rx.search(kw) for kw in group)), None)
                     if at is not None:
                         buckets.setdefault(at, []).append((e, group))
-            self._buckets[key] = [(rxs[i], buckets[i]) for i in sorted(buckets)]
+            # each bucket's longest keywords, once each: a line holding none is rejected in one `any`
+            self._buckets[key] = [
+                (rxs[i], tuple(dict.fromkeys(max(g, key=len) for _e, g in buckets[i])), buckets[i])
+                for i in sorted(buckets)
+            ]
         return self._buckets[key]
 
-    def match_plain(self, text: str, buckets: list[tuple[re.Pattern, list]]) -> list[KgEntity]:
+    def match_plain(self, text: str, buckets: list) -> list[KgEntity]:
         """The entities a line that says no error shows: only groups that say none either, tried by bucket
         (a regex search and a few substring tests, no word split: most such lines are warnings)."""
         found: dict[str, KgEntity] = {}
-        for rx, groups in buckets:
-            if rx.search(text):
+        for rx, longest, groups in buckets:
+            if rx.search(text) and any(kw in text for kw in longest):
                 for e, group in groups:
                     if e.code not in found and _in_order(group, text):
                         found[e.code] = e

@@ -42,7 +42,7 @@ def test_every_group_passes_the_error_word_gate_and_the_index():
     for e, group in _groups():
         line = " ".join(group)
         said = any(w in line for w in ERROR_WORDS)
-        if said or any(rx.search(line) for rx, _g in buckets):
+        if said or any(rx.search(line) for rx, _kw, _g in buckets):
             found = kg.match(line) if said else kg.match_plain(line, buckets)
             if e.code not in {m.code for m in found}:
                 missed.append((e.code, group))
