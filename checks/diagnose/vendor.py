@@ -22,6 +22,8 @@ __all__ = ["VendorGraph", "load_vendor_graph"]
 
 KG_FILE = Path(__file__).with_name("vendor_kg.yml")
 _WORD_RE = re.compile(r"\w+")
+# a keyword that is a fault code on its own: capitals and digits, at least three digits (MIE03E400008)
+_CODE_KEYWORD_RE = re.compile(r"(?=[A-Z0-9_]*\d{3})[A-Z][A-Z0-9_]{5,}")
 # a word of a keyword that is a whole word in any line holding the keyword: bounded inside the keyword
 _INNER_WORD_RE = re.compile(r"(?<=\W)\w{3,}(?=\W)")
 
@@ -126,15 +128,19 @@ class VendorGraph(_Model):
         return list(found.values())
 
     def plain_buckets(self, prefilter: tuple[str, ...]) -> list[tuple[re.Pattern, tuple[str, ...], list]]:
-        """The groups that say no error, by the first prefilter pattern one of their keywords holds: a line
-        that says no error can show only the groups of a pattern it holds too (a group none holds cannot
-        pass the prefilter at all). Built once per prefilter."""
+        """The groups that name a fault code and say no error (MindIE's `MIE03E400008`), by the first
+        prefilter pattern one of their keywords holds: a line that says no error can show only the groups of
+        a pattern it holds too. A code is a fault whatever the line says; a plain wording on a line that says
+        no error is a warning, found when its line says error (a plog's `[ERROR]` tag, an exception). Built
+        once per prefilter."""
         key = tuple(prefilter)
         if key not in self._buckets:
             rxs = [re.compile(p) for p in prefilter]
             buckets: dict[int, list] = {}
             for groups in self._plain_by_word.values():
                 for e, group in groups:
+                    if not any(_CODE_KEYWORD_RE.fullmatch(kw) for kw in group):
+                        continue  # a wording that says no error, on a line that says none: a warning
                     at = next((i for i, rx in enumerate(rxs) if any(rx.search(kw) for kw in group)), None)
                     if at is not None:
                         buckets.setdefault(at, []).append((e, group))
