@@ -1,5 +1,5 @@
 """The literal text every match of a regex contains: the scanner and the vendor graph test it with `in`
-before they run the regex (both import it from here)."""
+before they run the regex (both import it from here); and the words an error line holds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ try:
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
 
-__all__ = ["required_literal"]
+__all__ = ["ERROR_WORDS", "required_literal"]
+
+#: A line that says it is an error or a failure holds one of these (`in` tests: cheaper than a regex). The
+#: vendor graph's keyword groups that hold none are tried on every line the prefilter passes; the others only
+#: on lines that hold one.
+ERROR_WORDS = ("rror", "ail", "xception", "[ERROR]", "ERROR ", "FAIL", "nvalid", "refused", "enied")
 
 
 def required_literal(pattern: str) -> str | None:

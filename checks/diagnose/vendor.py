@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import Field, PrivateAttr, field_validator
 
+from ascend_ready.checks.diagnose.literals import ERROR_WORDS
 from ascend_ready.checks.diagnose.literals import required_literal as _required_literal
 from ascend_ready.checks.diagnose.model import Entry, Family, _check_sources, _load, _Model
 
@@ -21,6 +22,8 @@ __all__ = ["VendorGraph", "load_vendor_graph"]
 
 KG_FILE = Path(__file__).with_name("vendor_kg.yml")
 _WORD_RE = re.compile(r"\w+")
+# a keyword that is a fault code on its own: capitals and digits, at least three digits (MIE03E400008)
+_CODE_KEYWORD_RE = re.compile(r"(?=[A-Z0-9_]*\d{3})[A-Z][A-Z0-9_]{5,}")
 # a word of a keyword that is a whole word in any line holding the keyword: bounded inside the keyword
 _INNER_WORD_RE = re.compile(r"(?<=\W)\w{3,}(?=\W)")
 
@@ -57,9 +60,11 @@ class VendorGraph(_Model):
     entities: list[KgEntity]
     _entries: dict = PrivateAttr(default_factory=dict)
     _by_word: dict = PrivateAttr(default_factory=dict)
+    _plain_by_word: dict = PrivateAttr(default_factory=dict)
     _scan: list = PrivateAttr(default_factory=list)
     _regexes: list = PrivateAttr(default_factory=list)
     _caused_by: dict = PrivateAttr(default_factory=dict)
+    _buckets: dict = PrivateAttr(default_factory=dict)
 
     @field_validator("source")
     @classmethod
@@ -83,13 +88,17 @@ class VendorGraph(_Model):
         # graph's generic CANN-code and ERRxxxxx patterns) is what signatures.yml and codes.yml already read
         self._regexes = [(e, lit, re.compile(e.regex)) for e in self.entities if e.regex
                          if (lit := _required_literal(e.regex)) is not None]
+        # a group none of whose keywords says error or fail (an INFO/WARNING wording, a bare MindIE code) is
+        # indexed apart: it is tried on every line the prefilter passes, the others on error lines only
         for e in self.entities:
             for group in e.in_:
                 words = [w for kw in group for w in _INNER_WORD_RE.findall(f" {kw} ")]
-                if words:
-                    self._by_word.setdefault(max(words, key=len), []).append((e, group))
-                else:
+                if not words:
                     self._scan.append((e, group))
+                    continue
+                plain = not any(w in kw for kw in group for w in ERROR_WORDS)
+                index = self._plain_by_word if plain else self._by_word
+                index.setdefault(max(words, key=len), []).append((e, group))
         for e in self.entities:
             for dst in e.leads_to:
                 self._caused_by.setdefault(dst, set()).add(e.code)
@@ -105,16 +114,52 @@ class VendorGraph(_Model):
         return f"{self.families[e.family].title} ({e.code}, ascend-fd knowledge graph)"
 
     def match(self, text: str) -> list[KgEntity]:
-        """The entities one line shows, each once, in graph order."""
+        """The entities one line that says it is an error or a failure shows, each once, in graph order."""
         found: dict[str, KgEntity] = {}
         words = set(_WORD_RE.findall(text))
-        candidates = [c for w in words.intersection(self._by_word) for c in self._by_word[w]]
+        candidates = [c for w in words.intersection(self._plain_by_word) for c in self._plain_by_word[w]]
+        candidates += [c for w in words.intersection(self._by_word) for c in self._by_word[w]]
         for e, group in (*candidates, *self._scan):
             if e.code not in found and _in_order(group, text):
                 found[e.code] = e
         for e, lit, rx in self._regexes:
             if lit in text and e.code not in found and rx.search(text):
                 found[e.code] = e
+        return list(found.values())
+
+    def plain_buckets(self, prefilter: tuple[str, ...]) -> list[tuple[re.Pattern, tuple[str, ...], list]]:
+        """The groups that name a fault code and say no error (MindIE's `MIE03E400008`), by the first
+        prefilter pattern one of their keywords holds: a line that says no error can show only the groups of
+        a pattern it holds too. A code is a fault whatever the line says; a plain wording on a line that says
+        no error is a warning, found when its line says error (a plog's `[ERROR]` tag, an exception). Built
+        once per prefilter."""
+        key = tuple(prefilter)
+        if key not in self._buckets:
+            rxs = [re.compile(p) for p in prefilter]
+            buckets: dict[int, list] = {}
+            for groups in self._plain_by_word.values():
+                for e, group in groups:
+                    if not any(_CODE_KEYWORD_RE.fullmatch(kw) for kw in group):
+                        continue  # a wording that says no error, on a line that says none: a warning
+                    at = next((i for i, rx in enumerate(rxs) if any(rx.search(kw) for kw in group)), None)
+                    if at is not None:
+                        buckets.setdefault(at, []).append((e, group))
+            # each bucket's longest keywords, once each: a line holding none is rejected in one `any`
+            self._buckets[key] = [
+                (rxs[i], tuple(dict.fromkeys(max(g, key=len) for _e, g in buckets[i])), buckets[i])
+                for i in sorted(buckets)
+            ]
+        return self._buckets[key]
+
+    def match_plain(self, text: str, buckets: list) -> list[KgEntity]:
+        """The entities a line that says no error shows: only groups that say none either, tried by bucket
+        (a regex search and a few substring tests, no word split: most such lines are warnings)."""
+        found: dict[str, KgEntity] = {}
+        for rx, longest, groups in buckets:
+            if rx.search(text) and any(kw in text for kw in longest):
+                for e, group in groups:
+                    if e.code not in found and _in_order(group, text):
+                        found[e.code] = e
         return list(found.values())
 
 
