@@ -1,10 +1,10 @@
 """What a training job needs in device memory, before anything starts: weights, gradients, optimizer
 states, activations and the rollout engine's KV cache per device, judged against the hardware profile.
 
-Pure arithmetic over the model's `config.json`, the parallel layout and the workload (no torch import).
-`plan_memory()` prices one layout; memory_search finds the fewest nodes (then the simplest layout) that
-fits, memory_render shows a plan, and memory_plan prices a TrainConfig and re-exports all of it (the
-module to import). All sizes are bytes.
+Pure arithmetic over the model's `config.json` (model_shape), the parallel layout, the workload and the
+device (memory_layout), with no torch import. `plan_memory()` prices one layout; memory_search finds the
+fewest nodes (then the simplest layout) that fits, memory_render shows a plan, and memory_plan prices a
+TrainConfig and re-exports all of it (the module to import). All sizes are bytes.
 
 Formulas (Ψ = parameters held by one model-parallel rank, N_d = its data-parallel sharding group):
 
@@ -55,379 +55,58 @@ fails a chip above `hbm_max_used_pct` (90 %, the usual `gpu_memory_utilization=0
 so the budget per device is HBM × pct − baseline.
 """
 
+
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
 
 from ascend_ready.errors import ConfigError
+from ascend_ready.training.memory_layout import (
+    GB,
+    GIB,
+    HBM_MB_BY_PRODUCT,
+    HOST_RAM_GB_BY_PRODUCT,
+    HOST_RAM_USABLE,
+    Device,
+    Engine,
+    Layout,
+    Strategy,
+    Workload,
+    device_from_profile,
+)
+from ascend_ready.training.model_shape import ModelShape, load_model_shape
 
-GB = 1e9
-GIB = 1024**3
-
-Strategy = Literal["zero", "fsdp", "megatron"]
-Engine = Literal["trl", "verl"]
-
-#: HBM per logical device (a chip, or one die of an A3 NPU), by the matrix product id of a hardware
-#: profile. npu-smi prints 65536 MB as the capacity of a 910B3 chip and of a 910_93 die
-#: (shared/ascend-samples npu-smi-info_910b3-procs-blankname_25.0.rc1.b010 and
-#: npu-smi-info_910-93-a3_24.1.rc3.7); an Atlas 300I Duo card carries 96 GB LPDDR4X for its two 310P3
-#: chips (product page). A profile field `hbm_total_mb`, where a profile has one, wins.
-HBM_MB_BY_PRODUCT = {"910b": 65536, "910_93": 65536, "310p": 49152}
+# The model's shape and the layout, workload and device live in model_shape and memory_layout; they are
+# re-exported here, where the memory model's callers have always found them.
+__all__ = [
+    "GB",
+    "GIB",
+    "HBM_MB_BY_PRODUCT",
+    "HOST_RAM_GB_BY_PRODUCT",
+    "HOST_RAM_USABLE",
+    "ROLLOUT_BATCHED_TOKENS",
+    "ROLLOUT_MAX_NUM_SEQS",
+    "Device",
+    "Engine",
+    "Layout",
+    "MemoryPlan",
+    "ModelShape",
+    "Strategy",
+    "Workload",
+    "device_from_profile",
+    "load_model_shape",
+    "model_state_bytes",
+    "plan_memory",
+    "rollout_weights_bytes",
+    "zero_bytes_per_device",
+]
 
 #: vLLM's default cap on sequences scheduled at once per engine (SchedulerConfig.max_num_seqs)
 ROLLOUT_MAX_NUM_SEQS = 256
-#: host RAM per node, by the matrix product id, for the offload check when the profile states none:
-#: Atlas 800T A2 and A3 servers are commonly fitted with 32 x 64 GB DDR4/DDR5 (2 TB is the A2's maximum of
-#: 32 slots of 64 GB, Huawei's product page), taken here at 1 TB (16 x 64 GB, the usual order) so the check
-#: errs on the safe side; `--host-ram-gb` gives the real figure.
-HOST_RAM_GB_BY_PRODUCT = {"910b": 1024, "910_93": 1024, "310p": 256}
-#: share of a node's RAM offloaded states may take (Ray's object store 30 %, the OS and the workers 10 %)
-HOST_RAM_USABLE = 0.6
 #: what vLLM's workspace takes beside weights and KV cache: one forward of max_num_batched_tokens
 #: (verl's default 8192) through one layer, and the sampler's fp32 logits for max_num_seqs sequences
 ROLLOUT_BATCHED_TOKENS = 8192
-
-
-# ---------------------------------------------------------------------------------------------------
-# The model
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """The config.json values that decide a decoder's size."""
-
-    name: str
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    tied_embeddings: bool
-    num_experts: int = 0
-    experts_per_token: int = 0
-    moe_intermediate_size: int = 0
-    shared_expert_intermediate_size: int = 0
-    moe_layers: int = 0
-    attention_bias: bool = False
-    qk_norm: bool = False
-    gated_mlp: bool = True
-
-    @classmethod
-    def from_hf_config(cls, cfg: dict[str, Any], name: str = "model") -> ModelShape:
-        """Read a Hugging Face `config.json` (dense Qwen2/Qwen3/Llama, MoE Qwen3-MoE/Qwen2-MoE/Mixtral)."""
-        try:
-            h = int(cfg["hidden_size"])
-            layers = int(cfg["num_hidden_layers"])
-            heads = int(cfg["num_attention_heads"])
-            vocab = int(cfg["vocab_size"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"{name}: config.json lacks {exc}",
-                              hint="give the model's own config.json (hidden_size, num_hidden_layers, ...)"
-                              ) from None
-        model_type = str(cfg.get("model_type", ""))
-        experts = int(cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts")
-                      or 0)
-        moe_layers = 0
-        if experts:
-            step = int(cfg.get("decoder_sparse_step") or 1)
-            dense_only = set(cfg.get("mlp_only_layers") or [])
-            first_dense = int(cfg.get("first_k_dense_replace") or 0)
-            moe_layers = sum(1 for i in range(layers)
-                             if i not in dense_only and i >= first_dense and (i + 1) % step == 0)
-        return cls(
-            name=name,
-            hidden_size=h,
-            num_layers=layers,
-            num_heads=heads,
-            num_kv_heads=int(cfg.get("num_key_value_heads") or heads),
-            head_dim=int(cfg.get("head_dim") or h // heads),
-            intermediate_size=int(cfg.get("intermediate_size") or 4 * h),
-            vocab_size=vocab,
-            # PretrainedConfig's default is True; Qwen/Llama config.json files always state it.
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-            num_experts=experts,
-            experts_per_token=int(cfg.get("num_experts_per_tok") or 0),
-            moe_intermediate_size=int(cfg.get("moe_intermediate_size") or
-                                      (cfg.get("intermediate_size") if experts else 0) or 0),
-            shared_expert_intermediate_size=int(cfg.get("shared_expert_intermediate_size") or 0),
-            moe_layers=moe_layers,
-            attention_bias=bool(cfg.get("attention_bias", model_type in ("qwen2", "qwen2_moe"))),
-            qk_norm=model_type.startswith("qwen3"),
-            gated_mlp=str(cfg.get("hidden_act", "silu")) in ("silu", "swiglu", "gelu_pytorch_tanh"),
-        )
-
-    # sizes -----------------------------------------------------------------------------------------
-    @property
-    def q_dim(self) -> int:
-        return self.num_heads * self.head_dim
-
-    @property
-    def kv_dim(self) -> int:
-        return self.num_kv_heads * self.head_dim
-
-    @property
-    def is_moe(self) -> bool:
-        return self.num_experts > 0 and self.moe_layers > 0
-
-    def attention_params(self) -> int:
-        h = self.hidden_size
-        n = h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
-        if self.attention_bias:
-            n += self.q_dim + 2 * self.kv_dim
-        if self.qk_norm:
-            n += 2 * self.head_dim
-        return n + 2 * h  # the two RMSNorms of the layer
-
-    def _mlp(self, width: int) -> int:
-        return (3 if self.gated_mlp else 2) * self.hidden_size * width
-
-    def dense_mlp_params(self) -> int:
-        return self._mlp(self.intermediate_size)
-
-    def expert_params_per_layer(self) -> int:
-        """All routed experts of one MoE layer."""
-        return self.num_experts * self._mlp(self.moe_intermediate_size)
-
-    def moe_shared_params_per_layer(self) -> int:
-        """What a MoE layer holds besides its routed experts: the router and a shared expert."""
-        n = self.hidden_size * self.num_experts
-        if self.shared_expert_intermediate_size:
-            n += self._mlp(self.shared_expert_intermediate_size) + self.hidden_size
-        return n
-
-    def embedding_params(self) -> int:
-        return self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2) + self.hidden_size
-
-    def expert_params(self) -> int:
-        """Weights that expert parallelism splits (every routed expert of every MoE layer)."""
-        return self.moe_layers * self.expert_params_per_layer()
-
-    def dense_params(self) -> int:
-        """Everything else: attention, dense MLPs, routers, shared experts, embeddings."""
-        dense_layers = self.num_layers - self.moe_layers
-        return (self.num_layers * self.attention_params() + dense_layers * self.dense_mlp_params()
-                + self.moe_layers * self.moe_shared_params_per_layer() + self.embedding_params())
-
-    def total_params(self) -> int:
-        return self.dense_params() + self.expert_params()
-
-    def active_params(self) -> int:
-        """Parameters one token passes through (k of E experts)."""
-        if not self.is_moe:
-            return self.total_params()
-        per_expert = self._mlp(self.moe_intermediate_size)
-        return self.dense_params() + self.moe_layers * self.experts_per_token * per_expert
-
-    def largest_layer_params(self) -> int:
-        moe = self.attention_params() + self.moe_shared_params_per_layer() + self.expert_params_per_layer()
-        dense = self.attention_params() + self.dense_mlp_params()
-        return max(moe if self.is_moe else 0, dense if self.num_layers > self.moe_layers else 0)
-
-    def lora_params(self, rank: int) -> int:
-        """Adapters on q,k,v,o and every MLP projection (dense, shared and routed experts)."""
-        h, r = self.hidden_size, rank
-        attn = r * ((h + self.q_dim) * 2 + (h + self.kv_dim) * 2)
-        mlp_proj = 3 if self.gated_mlp else 2
-
-        def mlp(width: int) -> int:
-            return mlp_proj * r * (h + width)
-
-        per_moe = self.num_experts * mlp(self.moe_intermediate_size) + (
-            mlp(self.shared_expert_intermediate_size) if self.shared_expert_intermediate_size else 0)
-        dense_layers = self.num_layers - self.moe_layers
-        return (self.num_layers * attn + dense_layers * mlp(self.intermediate_size)
-                + self.moe_layers * per_moe)
-
-    def kv_bytes_per_token(self, dtype_bytes: int = 2, tp: int = 1) -> int:
-        """KV cache per token on one device of a tensor-parallel group of `tp` (vLLM)."""
-        return 2 * self.num_layers * math.ceil(self.num_kv_heads / tp) * self.head_dim * dtype_bytes
-
-    def activation_bytes_per_layer(self, seq: int, batch: int, *, tp: int = 1, flash: bool = True,
-                                   dtype_bytes: int = 2) -> float:
-        """Korthikanti et al. eq. 2/5, term by term (see the module docstring); 16-bit for dtype_bytes=2."""
-        s, b, h, a = seq, batch, self.hidden_size, self.num_heads
-        scale = dtype_bytes / 2  # the paper's byte counts assume 16-bit activations
-        attention = (2 * h + 2 * (self.q_dim + self.kv_dim) + 2 * self.kv_dim + 2 * self.q_dim + h) * s * b
-        scores = 0 if flash else 5 * a * s * s * b
-        if self.is_moe:
-            width = self.experts_per_token * self.moe_intermediate_size + self.shared_expert_intermediate_size
-        else:
-            width = self.intermediate_size
-        mlp = (2 * h + (8 if self.gated_mlp else 4) * width + h) * s * b
-        norms = 4 * s * b * h
-        return scale * (attention + scores + mlp + norms) / tp
-
-
-def load_model_shape(path: str | Path) -> ModelShape:
-    """A ModelShape from a model directory (its config.json) or a config.json file."""
-    p = Path(path)
-    file = p / "config.json" if p.is_dir() else p
-    try:
-        data = json.loads(file.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read {file}: {exc}", hint="give a model directory with a config.json"
-                          ) from None
-    return ModelShape.from_hf_config(data, name=p.name if p.is_dir() else p.stem.removesuffix(".config"))
-
-
-# ---------------------------------------------------------------------------------------------------
-# Layout, workload, device
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How the job is spread: nodes, devices, parallel degrees, sharding and offload."""
-
-    nodes: int
-    devices_per_node: int
-    strategy: Strategy = "zero"
-    zero_stage: int = 0
-    tp: int = 1
-    pp: int = 1
-    ep: int = 1
-    offload: bool = False
-    rollout_tp: int = 1
-    cp: int = 1
-    sp: int = 1
-    rollout_ep: int = 1
-    optimizer_on_host: bool = False
-    offload_optimizer: bool | None = None
-    #: expert tensor parallel as configured (None: Megatron's default, the TP size)
-    etp_size: int | None = None
-
-    @property
-    def world(self) -> int:
-        return self.nodes * self.devices_per_node
-
-    @property
-    def dp(self) -> int:
-        return self.world // (self.tp * self.pp * self.cp)
-
-    @property
-    def etp(self) -> int:
-        """Expert tensor parallel: Megatron's default (the TP size; megatron-core TransformerConfig
-        expert_tensor_parallel_size None -> tensor_model_parallel_size), which verl leaves unset."""
-        if self.strategy != "megatron":
-            return 1
-        return self.etp_size or self.tp
-
-    @property
-    def expert_dp(self) -> int:
-        return max(1, self.world // (self.ep * self.etp * self.pp))
-
-    @property
-    def rollout_dp(self) -> int:
-        """Data-parallel ranks inside one rollout replica: vLLM's expert parallel size is TP x DP."""
-        return max(1, self.rollout_ep // self.rollout_tp) if self.rollout_ep > 1 else 1
-
-    @property
-    def rollout_replica(self) -> int:
-        """Devices of one rollout replica."""
-        return self.rollout_tp * self.rollout_dp
-
-    def problems(self, model: ModelShape) -> list[str]:
-        """Why this layout cannot run the model (empty: it can)."""
-        out = []
-        if self.world % (self.tp * self.pp):
-            out.append(f"tp*pp={self.tp * self.pp} does not divide {self.world} devices")
-        if self.world % (self.ep * self.etp * self.pp):
-            etp = f"*etp(={self.etp}, Megatron's default: tp)" if self.etp > 1 else ""
-            out.append(f"ep{etp}*pp={self.ep * self.etp * self.pp} does not divide {self.world} devices")
-        if model.num_heads % self.tp or model.num_heads % self.rollout_tp:
-            out.append(f"{model.num_heads} attention heads do not split over tp={self.tp}/"
-                       f"rollout_tp={self.rollout_tp}")
-        if self.pp > model.num_layers:
-            out.append(f"pp={self.pp} exceeds {model.num_layers} layers")
-        if self.ep > 1 and (not model.is_moe or model.num_experts % self.ep):
-            out.append(f"ep={self.ep} does not divide {model.num_experts} experts")
-        if self.world % (self.tp * self.pp * self.cp):
-            out.append(f"tp*pp*cp={self.tp * self.pp * self.cp} does not divide {self.world} devices")
-        if self.rollout_ep > 1 and self.rollout_ep % self.rollout_tp:
-            out.append(f"rollout ep={self.rollout_ep} is not rollout tp={self.rollout_tp} x a "
-                       f"data-parallel size "
-                       "(vLLM's expert parallel size is TP x DP)")
-        if self.rollout_ep > 1 and (not model.is_moe or model.num_experts % self.rollout_ep):
-            out.append(f"rollout ep={self.rollout_ep} does not divide {model.num_experts} experts")
-        if self.rollout_replica > self.world or self.world % self.rollout_replica:
-            out.append(f"a rollout replica of {self.rollout_replica} devices does not divide "
-                       f"{self.world} devices")
-        if self.strategy == "fsdp" and (self.tp, self.pp, self.ep, self.cp) != (1, 1, 1, 1):
-            out.append("fsdp takes no tp/pp/ep/cp (use the megatron strategy)")
-        if self.sp > 1 and (self.strategy != "fsdp" or self.world % self.sp or model.num_heads % self.sp):
-            out.append(f"Ulysses sp={self.sp} needs the fsdp strategy and must divide the devices and the "
-                       f"{model.num_heads} heads")
-        return out
-
-    def describe(self) -> str:
-        shard = {"fsdp": "FSDP full shard", "megatron": f"Megatron ZeRO-{self.zero_stage}",
-                 "zero": f"ZeRO-{self.zero_stage}"}[self.strategy]
-        par = "".join(f" {k}={v}" for k, v in (("tp", self.tp), ("pp", self.pp), ("ep", self.ep), ("cp",
-                                                                                                   self.cp),
-                                                ("sp", self.sp)) if v > 1)
-        rollout = f"rollout tp={self.rollout_tp}" + (f" ep={self.rollout_ep}" if self.rollout_ep > 1 else "")
-        return (f"{self.nodes} node(s) x {self.devices_per_node} = {self.world} devices, {shard}{par}"
-                f"{', offload' if self.offload else ''}"
-                f"{', optimizer on host' if self.optimizer_on_host else ''}"
-                f", {rollout}")
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What one device processes: the training micro-batch, and the rollout it generates."""
-
-    algorithm: Literal["grpo", "ppo", "sft", "rm"]
-    micro_batch: int
-    seq_len: int
-    dtype_bytes: int = 2
-    recompute: bool = False
-    lora_rank: int | None = None
-    reference_model: bool = False
-    critic: Literal["none", "shared", "separate"] = "none"
-    rollout: bool = False
-    rollout_sequences: int = 0
-    flash_attention: bool = True
-    rollout_gpu_util: float | None = None
-    rollout_max_num_seqs: int = 256
-
-
-@dataclass(frozen=True)
-class Device:
-    """One logical device's memory and the profile's limit on it."""
-
-    name: str
-    hbm_mb: int
-    idle_baseline_mb: int = 0
-    max_used_pct: float = 90.0
-    devices_per_node: int = 8
-    host_ram_gb: float = 0.0
-
-    @property
-    def budget_bytes(self) -> float:
-        return self.hbm_mb * 2**20 * self.max_used_pct / 100 - self.idle_baseline_mb * 2**20
-
-    @property
-    def host_budget_bytes(self) -> float:
-        """What offloaded states may take of a node's RAM: Ray's object store claims 30 % of it by default
-        (Ray docs, "Memory Management": object_store_memory), and the OS and workers need room too."""
-        return self.host_ram_gb * GB * HOST_RAM_USABLE
-
-
-def device_from_profile(profile: Any) -> Device:
-    """A Device from a checks.profile.HardwareProfile (or anything with its fields)."""
-    hbm = getattr(profile, "hbm_total_mb", None) or HBM_MB_BY_PRODUCT.get(profile.matrix_product)
-    if not hbm:
-        raise ConfigError(f"profile {profile.product}: device memory unknown",
-                          hint="give --hbm-gb, or a profile with hbm_total_mb")
-    ram = getattr(profile, "host_ram_gb", None) or HOST_RAM_GB_BY_PRODUCT.get(profile.matrix_product, 0)
-    return Device(name=profile.product, hbm_mb=int(hbm), idle_baseline_mb=profile.hbm_idle_baseline_mb,
-                  max_used_pct=profile.hbm_max_used_pct,
-                  devices_per_node=profile.npu_count * profile.chips_per_npu, host_ram_gb=float(ram))
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """A training job's memory plan from its TrainConfig: the entry point of `ascend-train plan` and of the
 launch gate, and the module to import (it re-exports memory_costs, memory_search and memory_render).
 
-The formulas, with their sources, are in the docstring of memory_costs; the search for the smallest
-fleet that fits is memory_search; the table and JSON of a plan are memory_render.
+The formulas, with their sources, are in the docstring of memory_costs (the model's shape is
+model_shape; the layout, workload and device are memory_layout); the search for the smallest fleet that
+fits is memory_search; the table and JSON of a plan are memory_render.
 """
 
 from __future__ import annotations
