@@ -13,6 +13,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 
+from ascend_ready.errors import reasons
+
 __all__ = ["ROUTE_CHECK", "family", "refuse_unrouted", "route_problem"]
 
 #: the pseudo check id a host without a route toward the master is failed with in a spec
@@ -78,14 +80,9 @@ def nothing_passed(report, targets) -> tuple[str, str]:
     def listed(by_host: dict[str, list[str]]) -> str:
         return "; ".join(f"{h}: {', '.join(ids)}" for h, ids in by_host.items())
 
-    parts = []
-    if failed:
-        parts.append(f"failed ({listed(failed)})")
-    if errored:
-        parts.append(f"errored, i.e. not judged ({listed(errored)})")
-    if unjudged:
-        parts.append(f"not judged at all: {', '.join(unjudged)} (unreachable or no check selected)")
-    message = "no host passed the preflight: there is nothing to launch on; " + "; ".join(parts or ["-"])
+    why = reasons(("failed ({})", listed(failed)), ("errored, i.e. not judged ({})", listed(errored)),
+                  ("not judged at all: {} (unreachable or no check selected)", unjudged))
+    message = "no host passed the preflight: there is nothing to launch on; " + (why or "-")
     if failed:
         hint = "fix the failed checks first (the report above names them)"
         if errored:
