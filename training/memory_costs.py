@@ -55,52 +55,14 @@ fails a chip above `hbm_max_used_pct` (90 %, the usual `gpu_memory_utilization=0
 so the budget per device is HBM × pct − baseline.
 """
 
-
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
 from ascend_ready.errors import ConfigError
-from ascend_ready.training.memory_layout import (
-    GB,
-    GIB,
-    HBM_MB_BY_PRODUCT,
-    HOST_RAM_GB_BY_PRODUCT,
-    HOST_RAM_USABLE,
-    Device,
-    Engine,
-    Layout,
-    Strategy,
-    Workload,
-    device_from_profile,
-)
-from ascend_ready.training.model_shape import ModelShape, load_model_shape
-
-# The model's shape and the layout, workload and device live in model_shape and memory_layout; they are
-# re-exported here, where the memory model's callers have always found them.
-__all__ = [
-    "GB",
-    "GIB",
-    "HBM_MB_BY_PRODUCT",
-    "HOST_RAM_GB_BY_PRODUCT",
-    "HOST_RAM_USABLE",
-    "ROLLOUT_BATCHED_TOKENS",
-    "ROLLOUT_MAX_NUM_SEQS",
-    "Device",
-    "Engine",
-    "Layout",
-    "MemoryPlan",
-    "ModelShape",
-    "Strategy",
-    "Workload",
-    "device_from_profile",
-    "load_model_shape",
-    "model_state_bytes",
-    "plan_memory",
-    "rollout_weights_bytes",
-    "zero_bytes_per_device",
-]
+from ascend_ready.training.memory_layout import GB, GIB, HOST_RAM_USABLE, Device, Engine, Layout, Workload
+from ascend_ready.training.model_shape import ModelShape
 
 #: vLLM's default cap on sequences scheduled at once per engine (SchedulerConfig.max_num_seqs)
 ROLLOUT_MAX_NUM_SEQS = 256

@@ -14,27 +14,28 @@ from typing import Any
 
 from ascend_ready.errors import ConfigError
 from ascend_ready.training.memory_costs import (
-    GB,
-    GIB,
-    HBM_MB_BY_PRODUCT,
-    HOST_RAM_GB_BY_PRODUCT,
     ROLLOUT_MAX_NUM_SEQS,
-    Device,
-    Engine,
-    Layout,
     MemoryPlan,
-    ModelShape,
-    Strategy,
-    Workload,
-    device_from_profile,
-    load_model_shape,
     model_state_bytes,
     plan_memory,
     rollout_weights_bytes,
     zero_bytes_per_device,
 )
+from ascend_ready.training.memory_layout import (
+    GB,
+    GIB,
+    HBM_MB_BY_PRODUCT,
+    HOST_RAM_GB_BY_PRODUCT,
+    Device,
+    Engine,
+    Layout,
+    Strategy,
+    Workload,
+    device_from_profile,
+)
 from ascend_ready.training.memory_render import format_plan, plan_as_dict
 from ascend_ready.training.memory_search import candidate_layouts, check_plan, pow2_upto, smallest_fleet
+from ascend_ready.training.model_shape import ModelShape, load_model_shape
 
 __all__ = [
     "BUNDLED_MODEL_DIR",
