@@ -6,6 +6,8 @@ torchrun then waited on the master for 12.6 minutes).
 `refuse_unrouted` is called by make_launch_spec (launchspec.py) once the spec is built from the routes
 the nodes printed: every startable host without them turns `error`, with the reason in its failed checks,
 so `ascend-train --launch-spec` leaves it out (or refuses when no host is left) and names it.
+`refuse_unrouted_nodes` is the launcher's own refusal at the start, from the routes its pre-start probe
+read (checks/cluster/node_facts.py), naming every node that has none.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 
-from ascend_ready.errors import reasons
+from ascend_ready.checks.parsers.ip_route import parse_ip_route_get
+from ascend_ready.errors import ConfigError, reasons
 
-__all__ = ["ROUTE_CHECK", "family", "refuse_unrouted", "route_problem"]
+__all__ = [
+    "ROUTE_CHECK", "family", "nothing_passed", "refuse_unrouted", "refuse_unrouted_nodes", "route_problem",
+]
 
 #: the pseudo check id a host without a route toward the master is failed with in a spec
 ROUTE_CHECK = "launch.route"
@@ -57,6 +62,29 @@ def refuse_unrouted(spec, route_errors: Mapping[str, str] | None = None) -> list
         h.failed_checks.append(f"{ROUTE_CHECK}: {why}")
         out.append(f"{name}: {why}")
     return out
+
+
+def refuse_unrouted_nodes(facts: Mapping[str, object], master: str) -> None:
+    """Refuse, naming every node, a start where a node's pre-start probe found no route toward the master
+    (`ip -o route get MASTER` failed there) or its source address is in another family: its torchrun
+    would only wait. `facts`: host -> fleet.plan.NodeFacts of the pre-start probe."""
+
+    lines = []
+    for name, f in facts.items():
+        target = f.master_ip or master
+        if f.route is None:
+            lines.append(f"{name}: {route_problem(target, None, None)}")
+            continue
+        route = parse_ip_route_get(f.route)
+        if not route.is_local:
+            why = route_problem(target, route.dev, route.src or target)
+            if why:
+                lines.append(f"{name}: {why}")
+    if lines:
+        raise ConfigError("not every node can reach the master; nothing was started:\n  "
+                          + "\n  ".join(lines),
+                          hint="give the master an address every node routes to (--master-addr, or the first "
+                          "host's ansible_host in the nodes' family), or leave the node out")
 
 
 def nothing_passed(report, targets) -> tuple[str, str]:
