@@ -36,6 +36,8 @@ from ascend_ready.checks.cluster.launch_routes import refuse_unrouted_nodes
 from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost
 from ascend_ready.checks.cluster.node_facts import FactQuery, node_facts
 from ascend_ready.checks.cluster.port_plan import PortPlan
+from ascend_ready.checks.diagnose.probes import fetch_plogs
+from ascend_ready.checks.diagnose.render import explain_failure
 from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.fleet.job import JobResult, root_cause, run_job, same_failure
 from ascend_ready.fleet.plan import HostPlan, JobPlan, NodeFacts, remote_command, render_dry_run
@@ -282,12 +284,9 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         raise KeyboardInterrupt
     if not result.ok:
         lost = {o.name for o in result.nodes if o.lost}
-        node_files.fetch_plogs([targets[h.name] for h in plan.hosts if h.name not in lost], plan.log_dir,
-                               opts)
+        fetch_plogs([targets[h.name] for h in plan.hosts if h.name not in lost], plan.log_dir, opts.fanout,
+                    opts.log)
         # known signatures in the logs, each <host>.log read as that node's
-        # start-up: the diagnosis (its knowledge base) loads after a failed job only
-        from ascend_ready.checks.diagnose.render import explain_failure
-
         opts.log(explain_failure([plan.log_dir], [h.name for h in plan.hosts]).rstrip("\n"))
         cause, same = root_cause(result.nodes), same_failure(result.nodes)
         others = [o.name for o in result.nodes if o is not cause]
