@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from ascend_ready.checks import textfile
 from ascend_ready.errors import RemoteError
 
 __all__ = [
@@ -221,19 +222,20 @@ ACTIONS = ("drain", "resume", "held", "recheck", "unjudged", "none")
 
 def render_metrics(node: str, action) -> str:
     """node_exporter textfile lines for the health check's Slurm action (appended to the report's)."""
-    host = node.replace("\\", "\\\\").replace('"', '\\"')
-    out = [
-        "# HELP ascend_check_drain_held_back 1 when the node fails a check but the drain breaker kept it "
-        "in service (too many of its partition already drained by ascend-check).",
-        "# TYPE ascend_check_drain_held_back gauge",
-        f'ascend_check_drain_held_back{{host="{host}"}} {int(action.action == "held")}',
-        "# HELP ascend_check_slurm_action 1 for what this health-check run did to the node in Slurm.",
-        "# TYPE ascend_check_slurm_action gauge",
-    ]
-    out += [
-        f'ascend_check_slurm_action{{host="{host}",action="{a}"}} {int(action.action == a)}' for a in ACTIONS
-    ]
-    return "\n".join(out) + "\n"
+    held = textfile.gauge(
+        "ascend_check_drain_held_back",
+        "1 when the node fails a check but the drain breaker kept it in service (too many of its partition "
+        "already drained by ascend-check).",
+        ["host"],
+    )
+    held.add_metric([node], int(action.action == "held"))
+    done = textfile.gauge(
+        "ascend_check_slurm_action", "1 for what this health-check run did to the node in Slurm.",
+        ["host", "action"],
+    )
+    for a in ACTIONS:
+        done.add_metric([node, a], int(action.action == a))
+    return textfile.render([held, done])
 
 
 def as_dict(v: BreakerVerdict) -> dict:

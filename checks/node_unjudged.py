@@ -9,26 +9,18 @@ from __future__ import annotations
 
 import time
 
+from ascend_ready.checks import textfile
+
 __all__ = ["render_unjudged"]
-
-
-def _label(value: str) -> str:
-    """A Prometheus label value: backslash, quote and newline escaped (text exposition format)."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def render_unjudged(host: str, reason: str, *, now: float | None = None) -> str:
     """node_exporter textfile text for a run of `host` that judged nothing, saying `reason`."""
     now = time.time() if now is None else now
     reason = " ".join(reason.split())[:200] or "unknown"
-    return "\n".join([
-        "# HELP ascend_check_host_reachable 1 when the host answered over SSH.",
-        "# TYPE ascend_check_host_reachable gauge",
-        f'ascend_check_host_reachable{{host="{_label(host)}"}} 0',
-        "# HELP ascend_check_run_failed 1 when the last run could not judge the node, with why.",
-        "# TYPE ascend_check_run_failed gauge",
-        f'ascend_check_run_failed{{host="{_label(host)}",reason="{_label(reason)}"}} 1',
-        "# HELP ascend_check_last_run_timestamp_seconds When the report was made.",
-        "# TYPE ascend_check_last_run_timestamp_seconds gauge",
-        f"ascend_check_last_run_timestamp_seconds {now:.0f}",
-    ]) + "\n"
+    failed = textfile.gauge(
+        "ascend_check_run_failed", "1 when the last run could not judge the node, with why.",
+        ["host", "reason"],
+    )
+    failed.add_metric([host, reason], 1)
+    return textfile.render([textfile.host_reachable([(host, False)]), failed, textfile.last_run(now)])

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ascend_ready.checks import textfile
 from ascend_ready.checks.registry import Remediation
 
 __all__ = [
@@ -292,48 +294,26 @@ def render_junit(report: Report) -> str:
 # ---------------------------------------------------------------- prometheus
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
 def render_prometheus(report: Report) -> str:
     """node_exporter textfile collector format (write to a *.prom file in its directory)."""
-    out = [
-        "# HELP ascend_check_status 1 for the check's current status (pass, warn, fail, error, skip).",
-        "# TYPE ascend_check_status gauge",
-    ]
+    status = textfile.gauge(
+        "ascend_check_status", "1 for the check's current status (pass, warn, fail, error, skip).",
+        ["host", "check", "severity", "status"],
+    )
     for r in report.results:
         for s in STATUSES:
-            out.append(
-                f'ascend_check_status{{host="{_label(r.host)}",check="{_label(r.check_id)}",'
-                f'severity="{r.severity}",status="{s}"}} {int(r.status == s)}'
-            )
-    out += [
-        "# HELP ascend_check_host_reachable 1 when the host answered over SSH.",
-        "# TYPE ascend_check_host_reachable gauge",
-    ]
-    out += [
-        f'ascend_check_host_reachable{{host="{_label(h.name)}"}} {int(h.reachable)}' for h in report.hosts
-    ]
-    out += [
-        "# HELP ascend_check_collect_seconds Seconds the host's probe batch took.",
-        "# TYPE ascend_check_collect_seconds gauge",
-    ]
-    out += [
-        f'ascend_check_collect_seconds{{host="{_label(h.name)}"}} {h.collect_s:.3f}' for h in report.hosts
-    ]
-    out += [
-        "# HELP ascend_check_last_run_timestamp_seconds When the report was made.",
-        "# TYPE ascend_check_last_run_timestamp_seconds gauge",
-    ]
-    from datetime import datetime
-
+            status.add_metric([r.host, r.check_id, r.severity, s], int(r.status == s))
+    collect = textfile.gauge("ascend_check_collect_seconds", "Seconds the host's probe batch took.", ["host"])
+    for h in report.hosts:
+        collect.add_metric([h.name], round(h.collect_s, 3))
     try:
         ts = datetime.fromisoformat(report.created_at).timestamp()
     except ValueError:
         ts = 0.0
-    out.append(f"ascend_check_last_run_timestamp_seconds {ts:.0f}")
-    return "\n".join(out) + "\n"
+    return textfile.render([
+        status, textfile.host_reachable((h.name, h.reachable) for h in report.hosts), collect,
+        textfile.last_run(ts),
+    ])
 
 
 def write_atomic(path: Path, text: str) -> None:

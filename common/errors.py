@@ -92,6 +92,17 @@ class TrainingError(AscendReadyError):
     exit_code = ExitCode.FAILED
 
 
+def reasons(*parts: tuple[str, object]) -> str:
+    """The `; `-joined parts of a refusal's message: each (template, what) whose `what` is not empty, the
+    template's last `{}` replaced by `what` (a list or tuple joined with ", "); "" when every one is."""
+    out = []
+    for template, what in parts:
+        if what:
+            head, _, tail = template.rpartition("{}")
+            out.append(head + (", ".join(what) if isinstance(what, (list, tuple)) else str(what)) + tail)
+    return "; ".join(out)
+
+
 def validation_lines(exc, model: type | None = None) -> list[str]:
     """A pydantic ValidationError as `field: message` lines (the style every CLI prints); a key the model
     does not know names the nearest one it does (`model`: the model validated, to find them)."""

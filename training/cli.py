@@ -181,7 +181,10 @@ def _launch_on_this_node(algo: str, cfg: TrainConfig, out: Path, resume: bool, s
         if rc == 0:
             _report(out, {"output_dir": str(out)})
         else:
-            click.echo(launch_mod.explain_failure([log_dir]), err=True, nl=False)
+            # start-up: the diagnosis (its knowledge base) loads after a failed job only
+            from ascend_ready.checks.diagnose.render import explain_failure
+
+            click.echo(explain_failure([log_dir]), err=True, nl=False)
         sys.exit(rc)
 
 

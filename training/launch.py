@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
-from ascend_ready.errors import AscendReadyError, ConfigError
+from ascend_ready.errors import ConfigError
 from ascend_ready.fleet import plan
 from ascend_ready.training.config import LaunchConfig
 
@@ -123,7 +123,8 @@ def torchrun_command(
     every worker.
 
     With `log_dir`, every worker's stdout and stderr is also written to
-    <log_dir>/<run id>/attempt_<n>/<local rank>/{stdout,stderr}.log (`--tee`), for `explain_failure`.
+    <log_dir>/<run id>/attempt_<n>/<local rank>/{stdout,stderr}.log (`--tee`), for `explain_failure`
+    (checks/diagnose/render.py).
     `python` is the interpreter on the node (default: this one); `module` the workers' entry point
     (the multi-node launcher puts the NUMA-binding wrapper, ascend_ready.training.numa, in front).
     """
@@ -132,22 +133,6 @@ def torchrun_command(
                                  master_port=launch.master_port, python=python, module=module,
                                  log_dir=log_dir,  # hook (ops-launch): the rendezvous' deadline
                                  rdzv_timeout_s=launch.rendezvous_timeout_s if launch.nnodes > 1 else None)
-
-
-def explain_failure(paths: list[Path], hosts: Sequence[str] = ()) -> str:
-    """Why a job failed: the known error signatures in its logs (ascend-check diagnose), as text. `hosts`:
-    the nodes of a multi-node job, whose <host>.log in the log directory names the node of its lines.
-
-    Read locally; nothing is sent anywhere. A diagnosis that cannot run says so instead of raising.
-    """
-    from ascend_ready.checks.diagnose import diagnose_paths, render_text
-
-    try:
-        report = diagnose_paths(paths, hosts=hosts)
-    except AscendReadyError as exc:
-        return f"diagnose: {exc.message}\n"
-    where = " ".join(str(p) for p in paths)
-    return f"diagnose ({where}): " + render_text(report)
 
 
 def check_visible_devices(nproc_per_node: int, device: str) -> str | None:

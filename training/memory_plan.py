@@ -1,8 +1,9 @@
 """A training job's memory plan from its TrainConfig: the entry point of `ascend-train plan` and of the
 launch gate, and the module to import (it re-exports memory_costs, memory_search and memory_render).
 
-The formulas, with their sources, are in the docstring of memory_costs; the search for the smallest
-fleet that fits is memory_search; the table and JSON of a plan are memory_render.
+The formulas, with their sources, are in the docstring of memory_costs (the model's shape is
+model_shape; the layout, workload and device are memory_layout); the search for the smallest fleet that
+fits is memory_search; the table and JSON of a plan are memory_render.
 """
 
 from __future__ import annotations
@@ -13,27 +14,28 @@ from typing import Any
 
 from ascend_ready.errors import ConfigError
 from ascend_ready.training.memory_costs import (
-    GB,
-    GIB,
-    HBM_MB_BY_PRODUCT,
-    HOST_RAM_GB_BY_PRODUCT,
     ROLLOUT_MAX_NUM_SEQS,
-    Device,
-    Engine,
-    Layout,
     MemoryPlan,
-    ModelShape,
-    Strategy,
-    Workload,
-    device_from_profile,
-    load_model_shape,
     model_state_bytes,
     plan_memory,
     rollout_weights_bytes,
     zero_bytes_per_device,
 )
+from ascend_ready.training.memory_layout import (
+    GB,
+    GIB,
+    HBM_MB_BY_PRODUCT,
+    HOST_RAM_GB_BY_PRODUCT,
+    Device,
+    Engine,
+    Layout,
+    Strategy,
+    Workload,
+    device_from_profile,
+)
 from ascend_ready.training.memory_render import format_plan, plan_as_dict
 from ascend_ready.training.memory_search import candidate_layouts, check_plan, pow2_upto, smallest_fleet
+from ascend_ready.training.model_shape import ModelShape, load_model_shape
 
 __all__ = [
     "BUNDLED_MODEL_DIR",

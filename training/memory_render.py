@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from ascend_ready.training.memory_costs import GIB, MemoryPlan
+from ascend_ready.training.memory_costs import MemoryPlan
+from ascend_ready.training.memory_layout import GIB
 
 
 def format_plan(plan: MemoryPlan) -> str:

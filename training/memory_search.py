@@ -8,16 +8,9 @@ import math
 from dataclasses import replace
 
 from ascend_ready.errors import TrainingError
-from ascend_ready.training.memory_costs import (
-    GIB,
-    Device,
-    Engine,
-    Layout,
-    MemoryPlan,
-    ModelShape,
-    Workload,
-    plan_memory,
-)
+from ascend_ready.training.memory_costs import MemoryPlan, plan_memory
+from ascend_ready.training.memory_layout import GIB, Device, Engine, Layout, Workload
+from ascend_ready.training.model_shape import ModelShape
 
 
 def pow2_upto(n: int) -> list[int]:

@@ -32,9 +32,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from ascend_ready.checks.cluster.launch_routes import refuse_unrouted_nodes
 from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost
 from ascend_ready.checks.cluster.node_facts import FactQuery, node_facts
 from ascend_ready.checks.cluster.port_plan import PortPlan
+from ascend_ready.checks.diagnose.probes import fetch_plogs
+from ascend_ready.checks.diagnose.render import explain_failure
 from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.fleet.job import JobResult, root_cause, run_job, same_failure
 from ascend_ready.fleet.plan import HostPlan, JobPlan, NodeFacts, remote_command, render_dry_run
@@ -221,8 +224,8 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
                 master, node_probe.required_paths(cfg, python_of[n], opts.set_env,
                                                   None if opts.dry_run else config_path),
                 f"{node_output}/{marker.name}" if marker else None, nonce) for n in sessions}, probe_as)
-        if facts:  # hook (ops-launch, training/reach.py): a node without a route to the master never starts
-            reach.refuse_unrouted_nodes(facts, master)
+        if facts:  # hook (ops-launch): a node without a route to the master never starts
+            refuse_unrouted_nodes(facts, master)
         # the exact interpreter each node expanded (a ~ascend/venvs/... path of the inventory)
         python_of = {n: (facts[n].python if n in facts else None) or p for n, p in python_of.items()}
         if from_inventory:
@@ -281,10 +284,10 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         raise KeyboardInterrupt
     if not result.ok:
         lost = {o.name for o in result.nodes if o.lost}
-        node_files.fetch_plogs([targets[h.name] for h in plan.hosts if h.name not in lost], plan.log_dir,
-                               opts)
+        fetch_plogs([targets[h.name] for h in plan.hosts if h.name not in lost], plan.log_dir, opts.fanout,
+                    opts.log)
         # known signatures in the logs, each <host>.log read as that node's
-        opts.log(launch_mod.explain_failure([plan.log_dir], [h.name for h in plan.hosts]).rstrip("\n"))
+        opts.log(explain_failure([plan.log_dir], [h.name for h in plan.hosts]).rstrip("\n"))
         cause, same = root_cause(result.nodes), same_failure(result.nodes)
         others = [o.name for o in result.nodes if o is not cause]
         # hook (ops-launch, training/reach.py): a rendezvous that timed out names the nodes that did not join

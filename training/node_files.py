@@ -1,24 +1,22 @@
 """The files a multi-node job moves between the controller and its nodes: where they do not share the run
-dir, the resume checkpoint out before the start and the results back at the end; after a failure, the
-tails of every node's CANN plogs.
+dir, the resume checkpoint out before the start and the results back at the end (after a failure, the
+tails of every node's CANN plogs come through checks/diagnose/probes.py's fetch_plogs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ascend_ready.errors import AscendReadyError
 from ascend_ready.fleet.plan import LOGS_DIR
 from ascend_ready.fleet.sessions import Session
-from ascend_ready.fleet.transport import Target
 
 if TYPE_CHECKING:
     from ascend_ready.fleet.plan import JobPlan
-    from ascend_ready.training.node_probe import LaunchOptions
 
-__all__ = ["fetch_plogs", "fetch_results", "push_resume_state"]
+__all__ = ["fetch_results", "push_resume_state"]
 
 #: the run dir's folder of the ranks' profiler traces, a subfolder per run (its logs: fleet.plan.LOGS_DIR,
 #: written on the controller, never fetched)
@@ -78,24 +76,3 @@ def fetch_results(plan: JobPlan, sessions: Mapping[str, Session], log: Callable[
             log(f"fetch: {h.name}: {exc}")
             continue
         log(f"fetch: {fetched} file(s) from {h.name}'s {plan.node_output}")
-
-
-def fetch_plogs(targets: Sequence[Target], log_dir: Path, opts: LaunchOptions) -> None:
-    """The tails of each node's newest CANN plogs (the `collect --plogs` probe, bounded on the node) into
-    LOG_DIR/<host>-plogs.log, so the diagnosis of a failed job reads the runtime's own logs too."""
-    from ascend_ready.checks.collect import collect
-    from ascend_ready.checks.diagnose.probes import PLOGS
-    from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
-
-    if not targets:
-        return
-    probe = PLOGS(load_profile(DEFAULT_PROFILE))
-    try:
-        snaps = collect(list(targets), lambda t: ([probe], t.user or "root"), opts.fanout)
-    except AscendReadyError as exc:
-        opts.log(f"note: the nodes' plogs were not read: {exc.message}")
-        return
-    for snap in snaps:
-        res = snap.probes.get(probe.id)
-        if res is not None and res.stdout.strip():
-            (log_dir / f"{snap.name}-plogs.log").write_text(res.stdout)

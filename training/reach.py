@@ -1,6 +1,7 @@
 """No launch waits forever (issue 25 item 6): every node reaches the master before its torchrun starts,
 and a rendezvous that does not complete ends at its deadline (launch.rendezvous_timeout_s, torchrun's
-`--rdzv-conf timeout=`) with a message naming the nodes that did not join.
+`--rdzv-conf timeout=`) with a message naming the nodes that did not join. The refusal before the start
+is checks/cluster/launch_routes.py's refuse_unrouted_nodes, beside the spec's own.
 
 The two lines torch's static rendezvous prints at its deadline (torch/distributed/elastic/rendezvous/
 static_tcp_rendezvous.py through c10d's TCPStore; torch 2.x):
@@ -13,13 +14,9 @@ static_tcp_rendezvous.py through c10d's TCPStore; torch 2.x):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from ascend_ready.checks.cluster.launch_routes import route_problem
-from ascend_ready.checks.parsers.ip_route import parse_ip_route_get
-from ascend_ready.errors import ConfigError
-
-__all__ = ["refuse_unrouted_nodes", "rendezvous_failure"]
+__all__ = ["rendezvous_failure"]
 
 _CLIENT = re.compile(r"client socket has timed out after (\d+)ms while trying to connect to "
                      r"\(([^,]+), (\d+)\)")
@@ -46,26 +43,3 @@ def rendezvous_failure(outcomes: Sequence, master: str, port: int) -> str | None
         return (f"the rendezvous did not complete: only {joined} of {want} nodes joined the master {name} "
                 f"({master}:{port}) within {s} s; not joined: one or more of {', '.join(others)}")
     return None
-
-
-def refuse_unrouted_nodes(facts: Mapping[str, object], master: str) -> None:
-    """Refuse, naming every node, a start where a node's pre-start probe found no route toward the master
-    (`ip -o route get MASTER` failed there) or its source address is in another family: its torchrun
-    would only wait. `facts`: host -> fleet.plan.NodeFacts of the pre-start probe."""
-
-    lines = []
-    for name, f in facts.items():
-        target = f.master_ip or master
-        if f.route is None:
-            lines.append(f"{name}: {route_problem(target, None, None)}")
-            continue
-        route = parse_ip_route_get(f.route)
-        if not route.is_local:
-            why = route_problem(target, route.dev, route.src or target)
-            if why:
-                lines.append(f"{name}: {why}")
-    if lines:
-        raise ConfigError("not every node can reach the master; nothing was started:\n  "
-                          + "\n  ".join(lines),
-                          hint="give the master an address every node routes to (--master-addr, or the first "
-                          "host's ansible_host in the nodes' family), or leave the node out")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ascend_ready.errors import ConfigError
+from ascend_ready.errors import ConfigError, reasons
 
 __all__ = ["refuse_other_inventory"]
 
@@ -25,15 +25,10 @@ def refuse_other_inventory(spec, spec_path: str, targets: Sequence, source: str,
     moved = sorted(f"{n} ({spec.hosts[n].address} in the spec, {named[n].address or n} in {source})"
                    for n in set(spec.hosts) & set(named)
                    if named[n].address and named[n].address != spec.hosts[n].address)
-    lines = []
-    if only_spec:
-        lines.append(f"in the spec only: {', '.join(only_spec)}")
-    if only_inv:
-        lines.append(f"in {source} only: {', '.join(only_inv)}")
-    if moved:
-        lines.append(f"at another address: {', '.join(moved)}")
-    if lines:
-        raise ConfigError(f"the launch spec {spec_path} was not made from {source}: " + "; ".join(lines),
+    why = reasons(("in the spec only: {}", only_spec), (f"in {source} only: {{}}", only_inv),
+                  ("at another address: {}", moved))
+    if why:
+        raise ConfigError(f"the launch spec {spec_path} was not made from {source}: " + why,
                           hint=f"make the spec from it (ascend-check -i INVENTORY --launch-spec "
                           f"{spec_path}), or drop -i/--hosts to start the spec's hosts as it recorded them")
     log(f"launch spec: {spec_path} decides which hosts start (as its preflight judged them); {source} "

@@ -6,6 +6,8 @@ torchrun then waited on the master for 12.6 minutes).
 `refuse_unrouted` is called by make_launch_spec (launchspec.py) once the spec is built from the routes
 the nodes printed: every startable host without them turns `error`, with the reason in its failed checks,
 so `ascend-train --launch-spec` leaves it out (or refuses when no host is left) and names it.
+`refuse_unrouted_nodes` is the launcher's own refusal at the start, from the routes its pre-start probe
+read (checks/cluster/node_facts.py), naming every node that has none.
 """
 
 from __future__ import annotations
@@ -13,7 +15,12 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 
-__all__ = ["ROUTE_CHECK", "family", "refuse_unrouted", "route_problem"]
+from ascend_ready.checks.parsers.ip_route import parse_ip_route_get
+from ascend_ready.errors import ConfigError, reasons
+
+__all__ = [
+    "ROUTE_CHECK", "family", "nothing_passed", "refuse_unrouted", "refuse_unrouted_nodes", "route_problem",
+]
 
 #: the pseudo check id a host without a route toward the master is failed with in a spec
 ROUTE_CHECK = "launch.route"
@@ -57,6 +64,29 @@ def refuse_unrouted(spec, route_errors: Mapping[str, str] | None = None) -> list
     return out
 
 
+def refuse_unrouted_nodes(facts: Mapping[str, object], master: str) -> None:
+    """Refuse, naming every node, a start where a node's pre-start probe found no route toward the master
+    (`ip -o route get MASTER` failed there) or its source address is in another family: its torchrun
+    would only wait. `facts`: host -> fleet.plan.NodeFacts of the pre-start probe."""
+
+    lines = []
+    for name, f in facts.items():
+        target = f.master_ip or master
+        if f.route is None:
+            lines.append(f"{name}: {route_problem(target, None, None)}")
+            continue
+        route = parse_ip_route_get(f.route)
+        if not route.is_local:
+            why = route_problem(target, route.dev, route.src or target)
+            if why:
+                lines.append(f"{name}: {why}")
+    if lines:
+        raise ConfigError("not every node can reach the master; nothing was started:\n  "
+                          + "\n  ".join(lines),
+                          hint="give the master an address every node routes to (--master-addr, or the first "
+                          "host's ansible_host in the nodes' family), or leave the node out")
+
+
 def nothing_passed(report, targets) -> tuple[str, str]:
     """(message, hint) of a spec with no host to start, naming what the hosts' results really are:
     failed, errored (not judged: a probe or tool that did not answer), or not in the report at all
@@ -78,14 +108,9 @@ def nothing_passed(report, targets) -> tuple[str, str]:
     def listed(by_host: dict[str, list[str]]) -> str:
         return "; ".join(f"{h}: {', '.join(ids)}" for h, ids in by_host.items())
 
-    parts = []
-    if failed:
-        parts.append(f"failed ({listed(failed)})")
-    if errored:
-        parts.append(f"errored, i.e. not judged ({listed(errored)})")
-    if unjudged:
-        parts.append(f"not judged at all: {', '.join(unjudged)} (unreachable or no check selected)")
-    message = "no host passed the preflight: there is nothing to launch on; " + "; ".join(parts or ["-"])
+    why = reasons(("failed ({})", listed(failed)), ("errored, i.e. not judged ({})", listed(errored)),
+                  ("not judged at all: {} (unreachable or no check selected)", unjudged))
+    message = "no host passed the preflight: there is nothing to launch on; " + (why or "-")
     if failed:
         hint = "fix the failed checks first (the report above names them)"
         if errored:

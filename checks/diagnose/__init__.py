@@ -18,7 +18,7 @@ from ascend_ready.checks.diagnose.model import (
     load_code_book,
     load_knowledge_base,
 )
-from ascend_ready.checks.diagnose.render import render_json, render_table, render_text
+from ascend_ready.checks.diagnose.render import explain_failure, render_json, render_table, render_text
 from ascend_ready.checks.diagnose.scan import Scanner, diagnose_paths
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "KnowledgeBase",
     "Scanner",
     "diagnose_paths",
+    "explain_failure",
     "json_schema",
     "load_code_book",
     "load_knowledge_base",

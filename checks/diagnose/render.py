@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
+from pathlib import Path
 
 from ascend_ready.checks.diagnose.model import DiagnoseReport, Finding
+from ascend_ready.checks.diagnose.scan import diagnose_paths
+from ascend_ready.errors import AscendReadyError
 
-__all__ = ["render_json", "render_table", "render_text"]
+__all__ = ["explain_failure", "render_json", "render_table", "render_text"]
 
 _SHOWN_EVIDENCE = 5
 _SHOWN_CHARS = 240
@@ -75,3 +79,18 @@ def render_table(report: DiagnoseReport, console) -> None:
         ev = f.evidence[0]
         table.add_row(str(i), f.role, f.code, f.actor or "-", f.title, f"{ev.file}:{ev.line}")
     console.print(table)
+
+
+def explain_failure(paths: list[Path], hosts: Sequence[str] = ()) -> str:
+    """Why a job failed: the known error signatures in its logs, as text (what ascend-train prints after a
+    failed job). `hosts`: the nodes of a multi-node job, whose <host>.log in the log directory names the
+    node of its lines.
+
+    Read locally; nothing is sent anywhere. A diagnosis that cannot run says so instead of raising.
+    """
+    try:
+        report = diagnose_paths(paths, hosts=hosts)
+    except AscendReadyError as exc:
+        return f"diagnose: {exc.message}\n"
+    where = " ".join(str(p) for p in paths)
+    return f"diagnose ({where}): " + render_text(report)

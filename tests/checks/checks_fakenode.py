@@ -15,7 +15,9 @@ from pathlib import Path
 
 from ascend_ready.checks.catalog import catalog
 from ascend_ready.checks.profile import HardwareProfile, load_profile
-from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult
+from ascend_ready.checks.registry import select_checks
+from ascend_ready.checks.runner import run_checks
+from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult, Snapshot
 from ascend_ready.provision.resolver import resolve
 from ascend_ready.sim.hw import numa as sim_numa
 from ascend_ready.sim.hw.faults import inject_fault
@@ -213,7 +215,7 @@ def render_topo(
 ) -> str:
     """`npu-smi info -t topo` as npu-smi prints it: `\\t   ` then `%-11s` per device (and `CPU Affinity`),
     one `%-11s` row per device, then the legend. The simulator renders no topology yet; this follows
-    the two real captures above (tests/checks/test_check_suite.py checks it reproduces them)."""
+    the two real captures above (tests/checks/test_check_suite_npu.py checks it reproduces them)."""
     head = "\t   " + "".join(f"{label:<11}" for label in labels) + ("CPU Affinity" if affinity else "")
     rows = [
         (
@@ -391,3 +393,22 @@ def fake_host(
     for pid in drop:
         probes.pop(pid, None)
     return HostSnapshot(name=name, address=f"10.0.0.{index + 1}", probes=probes)
+
+
+#: the header line of `df -P -k`, for a disk-free output written by hand
+DF_HEADER = "Filesystem 1024-blocks Used Available Capacity Mounted on\n"
+
+
+def judge(host: HostSnapshot, profile: str | HardwareProfile = "atlas-800t-a2", tier: str = "full",
+          select=()) -> dict:
+    """Every selected check of `tier` run on one host's snapshot: {check id: CheckResult}."""
+    prof = load_profile(profile) if isinstance(profile, str) else profile
+    report = run_checks(
+        Snapshot(hosts={host.name: host}), {host.name: prof}, select_checks(tier, select=select)
+    )
+    return {r.check_id: r for r in report.results}
+
+
+def only(check_id: str, host: HostSnapshot, **kw):
+    """The one result of check `check_id` on `host` (judge's keywords)."""
+    return judge(host, select=[check_id], **kw)[check_id]

@@ -124,12 +124,14 @@ def test_json_junit_and_prometheus_reports(runner, tmp_path):
     assert failure.get("message") == "NPU 1 chip 0 at 90 °C (expected 10-70 °C)"
     text = prom.read_text()
     assert (
-        'ascend_check_status{host="node01",check="npu.temperature",severity="major",status="fail"} 1' in text
+        'ascend_check_status{check="npu.temperature",host="node01",severity="major",status="fail"} 1.0\n'
+        in text
     )
     assert (
-        'ascend_check_status{host="node01",check="npu.temperature",severity="major",status="pass"} 0' in text
+        'ascend_check_status{check="npu.temperature",host="node01",severity="major",status="pass"} 0.0\n'
+        in text
     )
-    assert 'ascend_check_host_reachable{host="node01"} 1' in text
+    assert 'ascend_check_host_reachable{host="node01"} 1.0\n' in text
     assert "# TYPE ascend_check_status gauge" in text
 
 

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from checks_fakenode import fake_host
+from checks_fakenode import fake_host, judge
 
 from ascend_ready.checks.parsers.npu_smi_info import parse_npu_smi_info
 from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.registry import all_checks, select_checks
 from ascend_ready.checks.resources import Host, NpuSmi, Sysctl
 from ascend_ready.checks.runner import run_checks
-from ascend_ready.checks.snapshot import HostSnapshot, ProbeResult, Snapshot
+from ascend_ready.checks.snapshot import ProbeResult, Snapshot
 from ascend_ready.checks.suite.test_os import LIMITS_FILE
 from ascend_ready.sim.render.npu_smi_table import render
 
@@ -37,14 +37,6 @@ TABLE_CHECKS = (
     "npu.device_nodes",
     "npu.pci_functions",
 )
-
-
-def judge(host: HostSnapshot, select=(), profile="atlas-800t-a2", tier="full"):
-    prof = load_profile(profile)
-    report = run_checks(
-        Snapshot(hosts={host.name: host}), {host.name: prof}, select_checks(tier, select=select)
-    )
-    return {r.check_id: r for r in report.results}
 
 
 def lines_upto(text: str, marker: str, *, after: int = 0) -> str:

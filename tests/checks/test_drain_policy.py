@@ -57,8 +57,8 @@ def test_three_of_four_failing_at_once_drain_two_and_the_third_is_held_back_sayi
     comment = slurm.nodes["node03"].comment
     assert comment == "ascend-check: drain held back by the breaker: sdc.matmul_checksum"
     metrics = render_metrics("node03", held)
-    assert 'ascend_check_drain_held_back{host="node03"} 1' in metrics
-    assert 'ascend_check_slurm_action{host="node03",action="held"} 1' in metrics
+    assert 'ascend_check_drain_held_back{host="node03"} 1.0\n' in metrics
+    assert 'ascend_check_slurm_action{action="held",host="node03"} 1.0\n' in metrics
     # one of them leaves: the breaker lets the held-back node drain at its next run
     act(slurm, "node01", None, tier="full")
     assert act(slurm, "node03", SDC, judged=True).action == "drain"

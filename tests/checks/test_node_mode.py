@@ -158,7 +158,7 @@ def test_node_writes_its_report_and_textfile_and_exits_by_the_verdict(node_run, 
     ok = CliRunner().invoke(main, args)
     assert ok.exit_code == 0, ok.output
     assert (
-        'ascend_check_status{host="node01",check="pcie.link_width",severity="critical",status="pass"} 1'
+        'ascend_check_status{check="pcie.link_width",host="node01",severity="critical",status="pass"} 1.0\n'
         in (prom.read_text())
     )
     assert Report.model_validate_json(report.read_text()).hosts[0].name == "node01"
@@ -167,7 +167,9 @@ def test_node_writes_its_report_and_textfile_and_exits_by_the_verdict(node_run, 
     assert bad.exit_code == 1
     status = {r["check_id"]: r["status"] for r in json.loads(bad.stdout)["results"]}
     assert status["pcie.link_width"] == "fail"
-    assert 'check="pcie.link_width",severity="critical",status="fail"} 1' in prom.read_text()
+    assert 'check="pcie.link_width",host="node01",severity="critical",status="fail"} 1.0\n' in (
+        prom.read_text()
+    )
     assert not list(prom.parent.glob(".*tmp"))  # written through a temporary file, renamed into place
 
 
@@ -414,7 +416,7 @@ def test_the_shortest_deadline_gives_the_batch_a_share_that_judges(node_run, tmp
 def _prom_after_a_good_run(node_run, tmp_path) -> Path:
     prom = tmp_path / "ascend_check.prom"
     ok = CliRunner().invoke(main, ["node", "--node-name", "node01", "--prometheus", str(prom), "--no-report"])
-    assert ok.exit_code == 0 and 'status="pass"} 1' in prom.read_text()
+    assert ok.exit_code == 0 and 'status="pass"} 1.0\n' in prom.read_text()
     return prom
 
 
@@ -431,10 +433,10 @@ def test_a_failed_run_replaces_the_last_verdict_with_could_not_judge(node_run, t
     assert bad.exit_code == 2
     text = prom.read_text()
     assert "ascend_check_status" not in text  # the all-pass of the run before is gone
-    assert 'ascend_check_host_reachable{host="node01"} 0' in text
+    assert 'ascend_check_host_reachable{host="node01"} 0.0\n' in text
     assert (
-        'ascend_check_run_failed{host="node01",reason="run failed: hardware profile \'x\': no such file"} 1'
-        in text
+        'ascend_check_run_failed{host="node01",reason="run failed: hardware profile \'x\': no such file"} '
+        '1.0\n' in text
     )
 
 
@@ -454,7 +456,7 @@ def test_a_killed_run_is_reported_by_the_units_exec_stop_post(node_run, tmp_path
         ],
     )
     assert res.exit_code == 0, res.output
-    assert 'reason="systemd: signal (killed KILL)"} 1' in prom.read_text()
+    assert 'reason="systemd: signal (killed KILL)"} 1.0\n' in prom.read_text()
     assert "ascend_check_status" not in prom.read_text()
     needs = CliRunner().invoke(main, ["node", "--unjudged", "x"])
     assert needs.exit_code == 2 and "--prometheus" in needs.output
@@ -480,7 +482,7 @@ def test_a_run_past_its_deadline_leaves_could_not_judge(tmp_path):
     assert proc.returncode == 1, proc.stderr
     text = prom.read_text()
     assert "ascend_check_status" not in text
-    assert 'reason="run passed its 1 s deadline"} 1' in text
+    assert 'reason="run passed its 1 s deadline"} 1.0\n' in text
 
 
 def test_slurm_health_cli_holds_back_past_the_breaker_and_exports_it(node_run, tmp_path, monkeypatch):
@@ -498,7 +500,7 @@ def test_slurm_health_cli_holds_back_past_the_breaker_and_exports_it(node_run, t
     assert result.exit_code == 0, result.output
     assert slurm.state == "idle" and "NOT drained" in result.stderr and "node01, node03" in result.stderr
     assert slurm.nodes["node02"].comment.startswith("ascend-check: drain held back by the breaker")
-    assert 'ascend_check_drain_held_back{host="node02"} 1' in prom.read_text()
+    assert 'ascend_check_drain_held_back{host="node02"} 1.0\n' in prom.read_text()
     again = CliRunner().invoke(main, args)  # still held: the history says it once
     assert again.exit_code == 0
     history = (tmp_path / "drain-history.jsonl").read_text().splitlines()
@@ -506,4 +508,4 @@ def test_slurm_health_cli_holds_back_past_the_breaker_and_exports_it(node_run, t
     node_run.clear()  # repaired: the breaker's Comment goes, the metric drops to 0
     CliRunner().invoke(main, args)
     assert slurm.nodes["node02"].comment == ""
-    assert 'ascend_check_drain_held_back{host="node02"} 0' in prom.read_text()
+    assert 'ascend_check_drain_held_back{host="node02"} 0.0\n' in prom.read_text()

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.sim
 
 NODE = "node01"
 #: checks the simulator cannot bring to a pass: its npu-smi renders no `npu-smi info -t topo` yet
-#: (npu.topology is judged on real captures in test_check_suite.py)
+#: (npu.topology is judged on real captures in test_check_suite_npu.py)
 NOT_HEALTHY_IN_SIM: set[str] = {"npu.topology"}
 #: provision() below stands in for the playbooks without the training venv (as site.yml with
 #: python_env_training: false, where the validate role skips this check too); versions.training_env is judged
@@ -230,7 +230,7 @@ def test_healthy_a3_node_passes_every_check(sim_cluster, tmp_path):
     report = preflight(targets, options)
     bad = {r.check_id: (r.status, r.message) for r in report.results
            if r.status != "pass" and not one_host_fleet(r)}
-    # the A3's topology listing has no CPU Affinity column (tests/checks/test_check_suite.py): said
+    # the A3's topology listing has no CPU Affinity column (tests/checks/test_check_suite_npu.py): said
     affinity = bad.pop("npu.numa_affinity")
     assert affinity[0] == "skip" and "no CPU affinity column" in affinity[1], affinity
     assert bad == {}

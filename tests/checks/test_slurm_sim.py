@@ -284,7 +284,7 @@ def test_two_of_three_failing_at_once_drain_one_and_the_breaker_alert_fires_for_
         comment = _sh(slurm, "node01", f"scontrol show node {held}")
         assert "Comment=ascend-check: drain held back by the breaker: pcie.link_width" in comment
         prom = node_run(slurm, held, "cat", f"{TEXTFILE_DIR}/ascend_check_slurm.prom").stdout
-        assert f'ascend_check_drain_held_back{{host="{held}"}} 1' in prom
+        assert f'ascend_check_drain_held_back{{host="{held}"}} 1.0\n' in prom
     finally:
         for node in ("node02", "node03"):
             _fault(node, None)

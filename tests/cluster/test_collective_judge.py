@@ -80,7 +80,8 @@ def test_the_narrowing_on_its_own():
 def test_on_npus_the_profiles_floors_apply():
     rec = dataclasses.replace(even(captured()), device="npu", backend="hccl")
     # a profile floor where one is set (the bundled A2 profile leaves the matmul floor to sku_perf.yml,
-    # judged in tests/checks/test_check_suite.py); the capture's CPU values are far below 150 TFLOPS, 12 GB/s
+    # judged in tests/checks/test_check_suite_perf.py); the capture's CPU values are far below 150 TFLOPS,
+    # 12 GB/s
     floored = load_profile("atlas-800t-a2").model_copy(update={"matmul_min_tflops": 150})
     results, _ = judged(rec, profile=floored)
     status, message = results[("npu.matmul", "node01")]

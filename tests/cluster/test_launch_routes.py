@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from ascend_ready.checks.cluster.launch_routes import nothing_passed, refuse_unrouted
+from ascend_ready.checks.cluster.launch_routes import nothing_passed, refuse_unrouted, refuse_unrouted_nodes
 from ascend_ready.checks.cluster.launchspec import spec_from_report
 from ascend_ready.errors import ConfigError
 from ascend_ready.fleet.job import NodeOutcome, first_error
@@ -67,10 +67,10 @@ def test_the_launcher_refuses_a_node_its_probe_found_no_route_on_naming_it():
     route1 = _in_netns(NODE01, f"ip -o route get {MASTER}").stdout
     facts = {"node01": NodeFacts(master_ip=MASTER, route=route1), "node02": NodeFacts(master_ip=MASTER)}
     with pytest.raises(ConfigError) as err:
-        reach.refuse_unrouted_nodes(facts, MASTER)
+        refuse_unrouted_nodes(facts, MASTER)
     assert err.value.message.splitlines()[1:] == [
         f"  node02: no IPv6 route and address toward the master {MASTER}"]
-    reach.refuse_unrouted_nodes({"node01": facts["node01"]}, MASTER)  # the master itself is fine
+    refuse_unrouted_nodes({"node01": facts["node01"]}, MASTER)  # the master itself is fine
 
 
 def test_torchrun_across_nodes_gets_a_rendezvous_deadline():

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sample_support import read_sample
 
+from ascend_ready.checks.diagnose import explain_failure
 from ascend_ready.training import launch
 from ascend_ready.training.config import LaunchConfig
 
@@ -25,12 +26,12 @@ def test_explain_failure_reads_the_rank_logs(tmp_path):
     lines = read_sample("error_hccl_EI0006-getting-socket-timeout_vllm-ascend-486.txt").splitlines()
     (rank_dir / "stderr.log").write_text("\n".join(line.split("]: ", 1)[1] for line in lines) + "\n")
     (rank_dir / "stdout.log").write_text("")
-    text = launch.explain_failure([tmp_path / "logs"])
+    text = explain_failure([tmp_path / "logs"])
     assert text.startswith(f"diagnose ({tmp_path / 'logs'}): 1 known error signature (2 files, 4 lines read)")
     assert "1. [cause] EI0006 on rank 1:" in text and "stderr.log:4: EI0006:" in text
 
 
 def test_explain_failure_says_when_there_is_nothing_to_read(tmp_path):
-    assert launch.explain_failure([Path(tmp_path / "never-started")]) == (
+    assert explain_failure([Path(tmp_path / "never-started")]) == (
         f"diagnose: {tmp_path / 'never-started'}: no such file or directory\n"
     )

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from sample_support import read_sample
 
-from ascend_ready.checks.diagnose import diagnose_paths
-from ascend_ready.training import launch
+from ascend_ready.checks.diagnose import diagnose_paths, explain_failure
 
 DATA = Path(__file__).with_name("data")
 TIMEOUT_RANKS = (0, 1, 2, 4, 5, 6, 7)
@@ -212,7 +211,7 @@ def test_a_killed_worker_on_another_node_is_the_cause_of_the_lost_peer(tmp_path)
     (logs / "node01.log").write_text(lost)
     (logs / "node02.log").write_text(lost.replace("[rank0]", "[rank1]"))
     (logs / "node03.log").write_text(killed)
-    text = launch.explain_failure([logs], hosts=["node01", "node02", "node03"])
+    text = explain_failure([logs], hosts=["node01", "node02", "node03"])
     assert "1. [cause] SIGKILL on node03: A worker process was killed (SIGKILL, exit code -9 / 137)\n" \
         "   first seen: 12-01 10:51:32.852000" in text  # torchrun's glog time (no year)
     assert "2. [consequence of SIGKILL on node03] gloo::IoException on rank 0 on node01:" in text

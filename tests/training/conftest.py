@@ -32,3 +32,14 @@ def ascend_check(tmp_path):
 @pytest.fixture
 def passing_check(tmp_path) -> Path:
     return write_ascend_check(tmp_path, healthy())
+
+
+@pytest.fixture
+def no_ssh(monkeypatch):
+    """Fails the test if the launcher opens any SSH session."""
+    from ascend_ready.training import multinode
+
+    def refuse(*_a, **_k):
+        raise AssertionError("an SSH session was opened")
+
+    monkeypatch.setattr(multinode, "open_sessions", refuse)

@@ -8,54 +8,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from training_fakecheck import healthy, link_down, write_ascend_check
+from training_fakecheck import (
+    MASTER,
+    ROUTES,
+    healthy,
+    launch_spec,
+    link_down,
+    spec_file,
+    train,
+    write_ascend_check,
+)
 
-from ascend_ready.checks.cli import main as check_main
-from ascend_ready.checks.cluster.launchspec import spec_from_report
-from ascend_ready.checks.report import Report
 from ascend_ready.errors import ConfigError
-from ascend_ready.fleet.transport import Target
 from ascend_ready.training import multinode, preflight
-from ascend_ready.training.cli import main
-
-# `ip -o route get 10.251.199.11` / `ip -o addr show to 10.251.199.11` on two simulated nodes
-ROUTES = {
-    "node01": "local 10.251.199.11 dev lo src 10.251.199.11 uid 0 \\    cache <local> \n",
-    "node02": "10.251.199.11 dev eth0 src 10.251.199.12 uid 0 \\    cache \n",
-}
-ADDRS = {"node01": "2: eth0    inet 10.251.199.11/24 scope global eth0\\       valid_lft forever "
-                   "preferred_lft forever\n"}
-MASTER = "10.251.199.11"
-
-
-def _report(tmp_path: Path, *hosts) -> Report:
-    from training_fakecheck import save_snapshot
-
-    snap = save_snapshot(tmp_path / "snapshot", *hosts)
-    result = CliRunner().invoke(check_main, ["--snapshot", str(snap), "--format", "json"])
-    return Report.model_validate_json(result.stdout)
 
 
 def _spec(tmp_path: Path, *hosts) -> Path:
-    targets = [Target(name=h.name, address=f"10.251.199.{11 + i}", user="root") for i, h in enumerate(hosts)]
-    spec = spec_from_report(_report(tmp_path, *hosts), targets, master_addr=MASTER, routes=ROUTES,
-                            addrs=ADDRS)
-    path = tmp_path / "spec.json"
-    path.write_text(spec.model_dump_json(indent=1))
-    return path
-
-
-@pytest.fixture
-def no_ssh(monkeypatch):
-    def refuse(*_a, **_k):
-        raise AssertionError("an SSH session was opened")
-
-    monkeypatch.setattr(multinode, "open_sessions", refuse)
-
-
-def _train(*args: str):
-    return CliRunner().invoke(main, ["grpo", "-c", "tiny", *args, "max_steps=2"])
+    return spec_file(tmp_path, launch_spec(tmp_path, *hosts))
 
 
 def test_a_spec_from_another_inventory_is_refused_naming_the_hosts(tmp_path, no_ssh):
@@ -63,7 +32,7 @@ def test_a_spec_from_another_inventory_is_refused_naming_the_hosts(tmp_path, no_
     other = tmp_path / "other.ini"
     other.write_text("[ascend]\ngpu01 ansible_host=10.9.0.1\nnode02 ansible_host=10.9.0.2\n")
     out = tmp_path / "r"
-    result = _train("--launch-spec", str(spec), "-i", str(other), "-o", str(out), "--dry-run")
+    result = train("--launch-spec", str(spec), "-i", str(other), "-o", str(out), "--dry-run")
     assert result.exit_code == 2, result.output
     assert f"the launch spec {spec} was not made from inventory {other}" in result.stderr
     assert "in the spec only: node01" in result.stderr
@@ -76,7 +45,7 @@ def test_the_spec_and_its_own_inventory_say_which_decides_what(tmp_path, no_ssh)
     spec = _spec(tmp_path, healthy("node01"), healthy("node02", index=1))
     same = tmp_path / "hosts.ini"
     same.write_text("[ascend]\nnode01 ansible_host=10.251.199.11\nnode02 ansible_host=10.251.199.12\n")
-    result = _train("--launch-spec", str(spec), "-i", str(same), "-o", str(tmp_path / "r"), "--dry-run")
+    result = train("--launch-spec", str(spec), "-i", str(same), "-o", str(tmp_path / "r"), "--dry-run")
     assert result.exit_code == 0, result.output
     assert f"launch spec: {spec} decides which hosts start" in result.stderr
     assert f"inventory {same} how they are reached" in result.stderr
@@ -84,7 +53,7 @@ def test_the_spec_and_its_own_inventory_say_which_decides_what(tmp_path, no_ssh)
 
 def test_waiving_a_check_the_spec_failed_is_refused_with_why(tmp_path, no_ssh):
     spec = _spec(tmp_path, healthy("node01"), link_down("node02", 1))
-    result = _train("--launch-spec", str(spec), "-o", str(tmp_path / "r"), "--dry-run",
+    result = train("--launch-spec", str(spec), "-o", str(tmp_path / "r"), "--dry-run",
                     "--waive", "hccl.link_up")
     assert result.exit_code == 2, result.output
     want = "hccl.link_up failed or errored on node02 (verdict fail): the spec leaves node02 out"
@@ -116,11 +85,8 @@ def test_the_dry_run_binds_numa_from_the_same_fact_as_the_launch(tmp_path, monke
     state = initial_state("atlas-800t-a2", node_index=0, node_name="node01")
     topo, nodes = npu_smi.topo(NodeView(state=state)), sim_numa.grep_node_cpulists(sim_numa.host_cpu(state))
     hosts = [healthy("node01"), healthy("node02", index=1)]
-    targets = [Target(name=h.name, address=f"10.251.199.{11 + i}", user="root") for i, h in enumerate(hosts)]
-    spec = spec_from_report(_report(tmp_path, *hosts), targets, master_addr=MASTER, routes=ROUTES,
-                            addrs=ADDRS, devices={h.name: healthy_devices(h) for h in hosts})
-    path = tmp_path / "spec.json"
-    path.write_text(spec.model_dump_json(indent=1))
+    spec = launch_spec(tmp_path, *hosts, devices={h.name: healthy_devices(h) for h in hosts})
+    path = spec_file(tmp_path, spec)
     asked = []
 
     def probe_all(targets, *_a, **_k):
@@ -135,7 +101,7 @@ def test_the_dry_run_binds_numa_from_the_same_fact_as_the_launch(tmp_path, monke
     monkeypatch.setattr(multinode, "open_sessions", lambda targets, _f: contextlib.nullcontext(
         {t.name: object() for t in targets}))
     monkeypatch.setattr(multinode, "node_facts", probe_all)
-    result = _train("--launch-spec", str(path), "-o", str(tmp_path / "r"), "--dry-run",
+    result = train("--launch-spec", str(path), "-o", str(tmp_path / "r"), "--dry-run",
                     "--nproc-per-node", "8")
     assert result.exit_code == 0, result.output
     assert asked == ["node01", "node02"]

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_multinode import ADDRS, MASTER, ROUTES, no_ssh, train  # noqa: F401 - no_ssh: a fixture
-from training_fakecheck import healthy, save_snapshot
+from training_fakecheck import ADDRS, MASTER, ROUTES, healthy, save_snapshot, train
 
 from ascend_ready.checks.cli import main as check_main
 from ascend_ready.checks.cluster.launchspec import (

@@ -15,10 +15,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from training_fakecheck import healthy, link_down
+from training_fakecheck import (
+    ADDRS,
+    MASTER,
+    ROUTES,
+    healthy,
+    launch_spec,
+    link_down,
+    printed_report,
+    spec_file,
+    train,
+)
 
-from ascend_ready.checks.cli import main as check_main
 from ascend_ready.checks.cluster.launchspec import (
     LaunchSpec,
     LaunchSpecRefused,
@@ -32,48 +40,21 @@ from ascend_ready.fleet import plan as fleet_plan
 from ascend_ready.fleet import sessions as fleet_sessions
 from ascend_ready.fleet.transport import Target
 from ascend_ready.training import multinode, numa
-from ascend_ready.training.cli import main
 from ascend_ready.training.config import load_config
 
 CAPTURES = Path(__file__).parent / "multinode_captures"
 TOPO = Path(__file__).parents[1] / "parsers" / "real" / \
     "npu-smi-info-t-topo_910b3-8npu-hccs-prompt_24.1.rc1_ms-swift-doc.txt"
-# `ip -o route get 10.251.199.11` / `ip -o addr show to 10.251.199.11` on two simulated nodes
-ROUTES = {
-    "node01": "local 10.251.199.11 dev lo src 10.251.199.11 uid 0 \\    cache <local> \n",
-    "node02": "10.251.199.11 dev eth0 src 10.251.199.12 uid 0 \\    cache \n",
-}
-ADDRS = {"node01": "2: eth0    inet 10.251.199.11/24 scope global eth0\\       valid_lft forever "
-                   "preferred_lft forever\n"}
-MASTER = "10.251.199.11"
-
-
-def printed_report(tmp_path: Path, *hosts) -> Report:
-    """The report `ascend-check --snapshot DIR --format json` prints for simulator-rendered hosts."""
-    from training_fakecheck import save_snapshot
-
-    snap = save_snapshot(tmp_path / "snapshot", *hosts)
-    result = CliRunner().invoke(check_main, ["--snapshot", str(snap), "--format", "json"])
-    return Report.model_validate_json(result.stdout)
-
-
 def targets(*names: str) -> list[Target]:
     return [Target(name=n, address=f"10.251.199.{11 + i}", user="root", key_file="/k",
                    known_hosts_file="/kh") for i, n in enumerate(names)]
 
 
-def spec_file(tmp_path: Path, spec: LaunchSpec) -> Path:
-    path = tmp_path / "spec.json"
-    path.write_text(spec.model_dump_json(indent=1))
-    return path
-
-
 @pytest.fixture
 def healthy_spec(tmp_path) -> LaunchSpec:
     hosts = [healthy("node01"), healthy("node02", index=1)]
-    report = printed_report(tmp_path, *hosts)
-    return spec_from_report(report, targets("node01", "node02"), master_addr=MASTER, routes=ROUTES,
-                            addrs=ADDRS, devices={h.name: healthy_devices(h) for h in hosts})
+    return launch_spec(tmp_path, *hosts, targets=targets("node01", "node02"),
+                       devices={h.name: healthy_devices(h) for h in hosts})
 
 
 # ----------------------------------------------------------------------------- the launch spec
@@ -114,19 +95,6 @@ def test_a_bare_node_report_starts_nothing():
 
 
 # ----------------------------------------------------------------------------- CLI: dry run, refusals
-
-
-@pytest.fixture
-def no_ssh(monkeypatch):
-    """Fails the test if the launcher opens any SSH session."""
-    def refuse(*_a, **_k):
-        raise AssertionError("an SSH session was opened")
-
-    monkeypatch.setattr(multinode, "open_sessions", refuse)
-
-
-def train(*args: str):
-    return CliRunner().invoke(main, ["grpo", "-c", "tiny", *args, "max_steps=2"])
 
 
 def test_dry_run_prints_each_hosts_exact_command_and_environment(tmp_path, healthy_spec, no_ssh):

@@ -1,5 +1,6 @@
 """ascend-check on snapshots of simulated nodes, standing in for live hosts in the training tests: the
-snapshots are the check tests' own (tests/checks/checks_fakenode.py), the judge is the real ascend-check."""
+snapshots are the check tests' own (tests/checks/checks_fakenode.py), the judge is the real ascend-check;
+and the launch spec made from the report it prints, with the routes two simulated nodes print."""
 
 from __future__ import annotations
 
@@ -76,3 +77,55 @@ def write_ascend_check(directory: Path, *hosts) -> Path:
     script.write_text(_WRAPPER.format(python=sys.executable, snapshot=str(snapshot), argv=str(argv)))
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return script
+
+
+# ---------------------------------------------------------------- the launch spec ascend-check makes of them
+
+# `ip -o route get 10.251.199.11` / `ip -o addr show to 10.251.199.11` on two simulated nodes
+ROUTES = {
+    "node01": "local 10.251.199.11 dev lo src 10.251.199.11 uid 0 \\    cache <local> \n",
+    "node02": "10.251.199.11 dev eth0 src 10.251.199.12 uid 0 \\    cache \n",
+}
+ADDRS = {"node01": "2: eth0    inet 10.251.199.11/24 scope global eth0\\       valid_lft forever "
+                   "preferred_lft forever\n"}
+MASTER = "10.251.199.11"
+
+
+def printed_report(directory: Path, *hosts):
+    """The report `ascend-check --snapshot DIR --format json` prints for simulator-rendered hosts."""
+    from click.testing import CliRunner
+
+    from ascend_ready.checks.cli import main as check_main
+    from ascend_ready.checks.report import Report
+
+    snap = save_snapshot(directory / "snapshot", *hosts)
+    result = CliRunner().invoke(check_main, ["--snapshot", str(snap), "--format", "json"])
+    return Report.model_validate_json(result.stdout)
+
+
+def launch_spec(directory: Path, *hosts, targets=None, **kw):
+    """The launch spec made from that printed report and the captures above: node0N at 10.251.199.(11+i)
+    as root unless `targets` (spec_from_report's keywords, `devices` say)."""
+    from ascend_ready.checks.cluster.launchspec import spec_from_report
+    from ascend_ready.fleet.transport import Target
+
+    targets = targets or [Target(name=h.name, address=f"10.251.199.{11 + i}", user="root")
+                          for i, h in enumerate(hosts)]
+    return spec_from_report(printed_report(directory, *hosts), targets, master_addr=MASTER, routes=ROUTES,
+                            addrs=ADDRS, **kw)
+
+
+def spec_file(directory: Path, spec) -> Path:
+    """`spec` written where --launch-spec reads it."""
+    path = directory / "spec.json"
+    path.write_text(spec.model_dump_json(indent=1))
+    return path
+
+
+def train(*args: str):
+    """`ascend-train grpo -c tiny ARGS max_steps=2`, in process."""
+    from click.testing import CliRunner
+
+    from ascend_ready.training.cli import main
+
+    return CliRunner().invoke(main, ["grpo", "-c", "tiny", *args, "max_steps=2"])
