@@ -307,7 +307,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
         ports, release = job_ports.claim(
             run_id, {n: hosts[n] for n in names}, facts, cfg, job_ports.roles_for("verl", algorithm, cfg),
             rendezvous_port=spec.master_port, pinned_rendezvous=False, ray=True, dry_run=opts.dry_run,
-            log=log)
+            log=log, sessions=sessions)
         stack.callback(release)
         if "port" not in options:
             options.update(port=ports.ray.gcs, ports=ports.ray)
