@@ -69,6 +69,7 @@ def claim_script(directory: str, slot: int, owner: Mapping[str, object], reap: S
     return f"""d={shlex.quote(directory)}; s="$d/slot-{int(slot)}"; me=$(id -un 2>/dev/null || id -u)
 boot=$(cat {_BOOT_ID} 2>/dev/null) || boot=unknown
 if [ ! -d "$d" ]; then
+  mkdir -p "$(dirname "$d")" 2>/dev/null
   e=$(mkdir -m 1777 "$d" 2>&1) || [ -d "$d" ] || {{
     echo "error cannot create $d as $me: ${{e##*: }}"; exit 0; }}
 fi

@@ -36,10 +36,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ascend_ready.checks.cluster.port_claims import NodeClaims
 from ascend_ready.checks.parsers.sockets import parse_listeners
+from ascend_ready.checks.probes import Probe
 from ascend_ready.errors import ConfigError, ParseError, TrainingError
 
 __all__ = [
     "HCCL_SPAN",
+    "LISTEN_PROBE",
     "LISTEN_PROBE_ID",
     "LISTEN_PROBE_SHELL",
     "MAX_PORT",
@@ -77,6 +79,9 @@ MAX_SLOTS = 16
 LISTEN_PROBE_ID = "listen"
 LISTEN_PROBE_SHELL = ("if command -v ss >/dev/null 2>&1; then ss -tlnp; "
                       "else echo /proc/net/tcp; cat /proc/net/tcp; cat /proc/net/tcp6 2>/dev/null; fi")
+#: that probe, as every pre-start batch runs it (the SSH launchers' node facts, Slurm's pre-start step)
+LISTEN_PROBE = Probe(LISTEN_PROBE_ID, shell=LISTEN_PROBE_SHELL,
+                     description="listening TCP sockets and their processes")
 
 
 class _Model(BaseModel):
