@@ -6,8 +6,11 @@ The rows are the matrix file's `engines:` (matrix.EngineRow); which rows accept 
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import re
 from dataclasses import dataclass
+
+from packaging.requirements import Requirement
 
 from ascend_ready.errors import MatrixError
 from ascend_ready.provision.matrix import Matrix, load_matrix
@@ -156,10 +159,6 @@ def controller_pins(engine: str = "verl", installed: dict[str, str | None] | Non
     controller has them, next to the matrix row's pin for the nodes. MatrixError naming package, version
     and requirement for one outside verl's range that CONTROLLER_ONLY does not explain; PackageNotFoundError
     where verl is not installed here."""
-    import importlib.metadata as md  # start-up time: read only when a verl job is prepared
-
-    from packaging.requirements import Requirement
-
     dist = md.distribution(engine)
     m = matrix or load_matrix()
     rows = [r for r in m.engines if r.engine == engine and r.version == dist.version]
@@ -172,7 +171,7 @@ def controller_pins(engine: str = "verl", installed: dict[str, str | None] | Non
             continue  # an extra's pin: the CUDA set, or a package the Ascend stack does not install
         if name in out and (out[name].required or not req.specifier):
             continue  # read already, with its range
-        have = installed.get(name) if installed is not None else _version(md, name)
+        have = installed.get(name) if installed is not None else _version(name)
         ok = have is not None and (not req.specifier or req.specifier.contains(have, prereleases=True))
         pin = pins.get(name)
         # within verl's range and the nodes' release: nothing to say; else why it is safe here
@@ -192,7 +191,7 @@ def controller_pins(engine: str = "verl", installed: dict[str, str | None] | Non
     return sorted(out.values(), key=lambda p: p.package)
 
 
-def _version(md, name: str) -> str | None:
+def _version(name: str) -> str | None:
     try:
         return md.version(name)
     except md.PackageNotFoundError:
@@ -202,8 +201,6 @@ def _version(md, name: str) -> str | None:
 def controller_note(engine: str = "verl") -> str:
     """The launch log's line on this controller against verl's own requirements (controller_pins: raises
     for a difference nobody explained); what differs, each with the nodes' release where the row pins one."""
-    import importlib.metadata as md  # start-up time, as controller_pins
-
     try:
         pins = controller_pins(engine)
     except md.PackageNotFoundError:

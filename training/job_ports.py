@@ -5,7 +5,11 @@ copy of its launch spec (with `ports`) in its log dir.
 Hook points (one per launcher, marked `# PORT PLAN HOOK`):
 * torchrun over SSH: training/multinode.py `launch` (claim, after the probe) and `plan_job` (env, port);
 * verl/Ray: training/verl_glue.py `launch_across_nodes` (claim; Ray's flags through RayCluster.ports);
-* Slurm: training/slurm_launch.py `node_command` (the job's slot from SLURM_JOB_ID, env on every node).
+* Slurm: training/slurm_launch.py `launch` (training/slurm_prestart.py: the nodes read and the slot claimed
+  through srun steps; the env on every node through `node_command`).
+
+Each claim is made twice: in this controller's state directory, and on the nodes themselves
+(checks/cluster/port_claims.py), where two controllers launching at once meet.
 """
 
 from __future__ import annotations
