@@ -151,3 +151,15 @@ def test_tasks_are_told_apart_by_the_node_they_name_not_their_order():
 
     got = slurm_prestart.srun_each(["srun"], ["node01", "node03"], "true", run)
     assert got == {"node01": (0, "granted\n"), "node03": (0, "held -\n")}
+
+
+def test_print_sbatch_into_a_directory_that_cannot_be_made_is_refused_not_a_traceback(tmp_path):
+    from click.testing import CliRunner
+
+    from ascend_ready.training.cli import main
+
+    (tmp_path / "file").write_text("")
+    result = CliRunner().invoke(main, ["grpo", "-c", "tiny", "-o", str(tmp_path / "file" / "run"),
+                                       "--launcher", "slurm", "--print-sbatch", str(tmp_path / "job.sh")])
+    assert result.exit_code == 2 and f"{tmp_path / 'file'} is not a directory" in result.output
+    assert not (tmp_path / "job.sh").exists()
