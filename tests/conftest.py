@@ -16,6 +16,22 @@ def samples_dir() -> Path:
     return SAMPLES_DIR
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _node_port_claims(tmp_path_factory):
+    """The nodes' port claims (checks/cluster/port_claims.py) of this test session in a directory of its
+    own: a launch to `local` or to a simulated node claims there, never in this machine's /var/tmp, which
+    other sessions on it share."""
+    from ascend_ready.checks.cluster.port_claims import NODE_CLAIMS_DIR_ENV
+
+    old = os.environ.get(NODE_CLAIMS_DIR_ENV)
+    os.environ[NODE_CLAIMS_DIR_ENV] = str(tmp_path_factory.mktemp("node-port-claims") / "claims")
+    yield
+    if old is None:
+        os.environ.pop(NODE_CLAIMS_DIR_ENV, None)
+    else:
+        os.environ[NODE_CLAIMS_DIR_ENV] = old
+
+
 @pytest.fixture
 def sample():
     """`sample(name)` -> the sample's output text (header stripped)."""

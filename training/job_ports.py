@@ -5,16 +5,22 @@ copy of its launch spec (with `ports`) in its log dir.
 Hook points (one per launcher, marked `# PORT PLAN HOOK`):
 * torchrun over SSH: training/multinode.py `launch` (claim, after the probe) and `plan_job` (env, port);
 * verl/Ray: training/verl_glue.py `launch_across_nodes` (claim; Ray's flags through RayCluster.ports);
-* Slurm: training/slurm_launch.py `node_command` (the job's slot from SLURM_JOB_ID, env on every node).
+* Slurm: training/slurm_launch.py `launch` (training/slurm_prestart.py: the nodes read and the slot claimed
+  through srun steps; the env on every node through `node_command`).
+
+Each claim is made twice: in this controller's state directory, and on the nodes themselves
+(checks/cluster/port_claims.py), where two controllers launching at once meet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from ascend_ready.checks.cluster.launchspec import LAUNCH_SPEC_SCHEMA_VERSION, LaunchSpec
+from ascend_ready.checks.cluster.port_claims import NodeClaims, RunOn
 from ascend_ready.checks.cluster.port_plan import (
     MAX_SLOTS,
     PortClaims,
@@ -25,7 +31,7 @@ from ascend_ready.checks.cluster.port_plan import (
 )
 from ascend_ready.checks.report import write_atomic
 
-__all__ = ["SPEC_COPY", "claim", "roles_for", "slurm_slot", "write_job_spec"]
+__all__ = ["SPEC_COPY", "claim", "roles_for", "session_runner", "slurm_slot", "write_job_spec"]
 
 SPEC_COPY = "launch-spec.json"
 
@@ -48,15 +54,18 @@ def roles_for(engine: str, algorithm: str, cfg: Any) -> list[str]:
 
 def claim(job_id: str, hosts: Mapping[str, Any], facts: Mapping[str, Any], cfg: Any, roles: list[str], *,
           rendezvous_port: int, pinned_rendezvous: bool, ray: bool = False, dry_run: bool = False,
-          log: Callable[[str], None] = print) -> tuple[PortPlan, Callable[[], None]]:
-    """The job's plan: the lowest slot no live job of this controller holds on these nodes, every port of
-    it free on every node as the probe read it (`facts[node].listening`; refused otherwise, naming the port
-    and its process). Returns (plan, release); a dry run claims nothing. Nodes not probed (a dry run that
-    needed no session) are not judged, and the log says so."""
+          log: Callable[[str], None] = print, sessions: Mapping[str, Any] | None = None,
+          listeners: Mapping[str, Any] | None = None, on_nodes: NodeClaims | None = None,
+          ) -> tuple[PortPlan, Callable[[], None]]:
+    """The job's plan: the lowest slot no live job holds on these nodes (this controller's claims, and the
+    nodes' own: through `sessions`, or `on_nodes` where a launcher reaches its nodes otherwise), every port
+    of it free on every node as the probe read it (`facts[node].listening`, or `listeners` already parsed;
+    refused otherwise, naming the port and its process). Returns (plan, release); a dry run claims
+    nothing. Nodes not probed (a dry run that needed no session) are not judged, and the log says so."""
     devices = {n: list(getattr(h, "devices", ()) or ()) for n, h in hosts.items()}
     probed = {n: facts[n].listening for n in hosts if n in facts}
-    listeners = read_listeners(probed) if probed else {}
-    if not probed:
+    listeners = dict(listeners) if listeners is not None else (read_listeners(probed) if probed else {})
+    if not listeners:
         log("ports: not probed (dry run without a session to the nodes)")
 
     def make(slot: int) -> PortPlan:
@@ -72,9 +81,28 @@ def claim(job_id: str, hosts: Mapping[str, Any], facts: Mapping[str, Any], cfg: 
 
         refuse_held(plan, listeners)
         return plan, lambda: None
-    plan = claims.claim(job_id, hosts, make, listeners)
+    if on_nodes is None and sessions:
+        on_nodes = NodeClaims(session_runner(sessions), job_id)
+    plan = claims.claim(job_id, hosts, make, listeners, on_nodes=on_nodes)
     log(plan.describe())
-    return plan, lambda: claims.release(job_id)
+
+    def release() -> None:
+        claims.release(job_id)
+        if on_nodes is not None:
+            on_nodes.release()
+
+    return plan, release
+
+
+def session_runner(sessions: Mapping[str, Any], timeout_s: float = 30.0) -> RunOn:
+    """NodeClaims' `run` through the fleet's sessions (fleet/sessions.py), on the nodes at once."""
+
+    def run(nodes, script):
+        with ThreadPoolExecutor(max_workers=min(32, max(1, len(nodes)))) as pool:
+            results = list(pool.map(lambda n: sessions[n].run(script, timeout_s), nodes))
+        return {n: (r.rc, r.stdout) for n, r in zip(nodes, results, strict=True)}
+
+    return run
 
 
 def write_job_spec(spec: LaunchSpec, hosts: Mapping[str, Any], plan: PortPlan, log_dir: Path) -> Path:

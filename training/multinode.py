@@ -248,7 +248,8 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         ports, release = job_ports.claim(
             run_id, hosts_spec, facts, cfg, job_ports.roles_for("trl", algo, cfg),
             rendezvous_port=opts.master_port or spec.master_port or cfg.launch.master_port,
-            pinned_rendezvous=opts.master_port is not None, dry_run=opts.dry_run, log=opts.log)
+            pinned_rendezvous=opts.master_port is not None, dry_run=opts.dry_run, log=opts.log,
+            sessions=sessions)
         stack.callback(release)
         plan = plan_job(algo, cfg, spec, hosts_spec, targets, output_dir, opts, resume=resume, facts=facts,
                         run_id=run_id, ports=ports)

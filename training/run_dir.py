@@ -18,18 +18,20 @@ import contextlib
 import dataclasses
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ascend_ready.checks.collect import collect
 from ascend_ready.checks.profile import DEFAULT_PROFILE, load_profile
 from ascend_ready.checks.resources import Host
 from ascend_ready.checks.resources.output_dir import OUTPUT_DIR, RUN_FILES
+from ascend_ready.checks.snapshot import HostSnapshot
 from ascend_ready.errors import AscendReadyError, ConfigError
 from ascend_ready.fleet.transport import FanoutOptions, Target
 from ascend_ready.training.checkpoint import latest_checkpoint
 
-__all__ = ["RUN_TEMPLATE", "after_failure_hint", "expand", "held_run", "refuse_node_dirs", "refuse_run_here"]
+__all__ = ["RUN_TEMPLATE", "after_failure_hint", "expand", "held_run", "judge_node_dirs", "output_profile",
+           "refuse_node_dirs", "refuse_run_here"]
 
 #: in -o / --node-output-dir: replaced by a name of its own for this run (`grpo-20261202-053000-1a2b`)
 RUN_TEMPLATE = "{run}"
@@ -73,6 +75,13 @@ def refuse_run_here(path: Path, *, resume: bool, option: str = "--output-dir") -
                           hint=f"continue it with --resume, or start a new run in {_FRESH}")
 
 
+def output_profile(node_output: str, user: str, min_free_gb: float, base=None):
+    """The profile the `output-dir` resource reads a node with: its checkpoint_dir the job's output dir,
+    its training user the job's user, its free-space bound the job's."""
+    return (base or load_profile(DEFAULT_PROFILE)).model_copy(
+        update={"checkpoint_dir": node_output, "training_user": user, "min_disk_free_gb": min_free_gb})
+
+
 def refuse_node_dirs(targets: Mapping[str, Target], fanout: FanoutOptions, node_output: str,
                      users: Mapping[str, str | None], *, resume: bool, min_free_gb: float,
                      profiles: Mapping[str, object] | None = None) -> None:
@@ -82,12 +91,9 @@ def refuse_node_dirs(targets: Mapping[str, Target], fanout: FanoutOptions, node_
     whose file system has less than `min_free_gb` free. Writes nothing (the try is removed at once)."""
 
     base = load_profile(DEFAULT_PROFILE)
-    profile_of = {}
-    for name, t in targets.items():
-        prof = (profiles or {}).get(name) or base
-        user = users.get(name) or t.user or "root"
-        profile_of[name] = prof.model_copy(update={"checkpoint_dir": node_output, "training_user": user,
-                                                   "min_disk_free_gb": min_free_gb})
+    profile_of = {name: output_profile(node_output, users.get(name) or t.user or "root", min_free_gb,
+                                       (profiles or {}).get(name) or base)
+                  for name, t in targets.items()}
     run_on = [dataclasses.replace(t, become=True) if users.get(n) and not t.become else t
               for n, t in targets.items()]
 
@@ -95,8 +101,14 @@ def refuse_node_dirs(targets: Mapping[str, Target], fanout: FanoutOptions, node_
         prof = profile_of[t.name]
         return [OUTPUT_DIR(prof)], prof.training_user
 
+    judge_node_dirs(collect(run_on, plan, fanout), profile_of, resume=resume)
+
+
+def judge_node_dirs(snaps: Iterable[HostSnapshot], profile_of: Mapping[str, object], *, resume: bool) -> None:
+    """ConfigError naming each node, directory and user whose `output-dir` probe (in `snaps`, read with
+    `profile_of[node]`) says the job may not write its run there."""
     lines = []
-    for snap in collect(run_on, plan, fanout):
+    for snap in snaps:
         prof = profile_of[snap.name]
         if not snap.reachable:
             lines.append(f"{snap.name}: unreachable: {snap.error}")
@@ -104,7 +116,8 @@ def refuse_node_dirs(targets: Mapping[str, Target], fanout: FanoutOptions, node_
         try:
             problems = Host(snap, prof).output_dir.problems(resume=resume)
         except AscendReadyError as exc:
-            problems = [f"{node_output} could not be judged as user {prof.training_user}: {exc.message}"]
+            problems = [f"{prof.checkpoint_dir} could not be judged as user {prof.training_user}: "
+                        f"{exc.message}"]
         lines += [f"{snap.name}: {p}" for p in problems]
     if lines:
         raise ConfigError("the job's output directory is not fit on every node; nothing was written:\n  "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shlex
 import socket
 import subprocess
@@ -27,10 +28,13 @@ from pathlib import Path
 
 from ascend_ready.checks.cluster.port_plan import make_plan
 from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.paths import check_output_dir
+from ascend_ready.training import slurm_prestart
 from ascend_ready.training.config import load_config
-from ascend_ready.training.job_ports import slurm_slot
+from ascend_ready.training.job_ports import roles_for, slurm_slot
 from ascend_ready.training.launcher import LaunchResult
 from ascend_ready.training.preflight import SKIP_BANNER, SLURM_GATED_ENV, failed_checks, read_report
+from ascend_ready.training.slurm_prestart import split_labelled
 
 __all__ = ["Allocation", "SlurmLauncher", "allocation", "gate_nodes", "launch", "node_command",
            "sbatch_script"]
@@ -88,8 +92,12 @@ def allocation(env: dict[str, str] | None = None, run: Runner = _run) -> Allocat
 
 
 def _srun(alloc: Allocation, *extra: str) -> list[str]:
-    n = str(len(alloc.nodes))
-    return ["srun", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", *extra]
+    return [*srun_tasks(len(alloc.nodes)), *extra]
+
+
+def srun_tasks(nodes: int) -> list[str]:
+    """srun for one task on each of `nodes` nodes of this allocation."""
+    return ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1"]
 
 
 def gate_nodes(
@@ -123,15 +131,11 @@ def gate_nodes(
             f"the preflight step did not finish within {timeout_s} s",
             hint="fix the failures or pass --skip-preflight",
         ) from None
-    outputs: dict[int, list[str]] = {}
-    for line in proc.stdout.splitlines():
-        task, sep, rest = line.partition(": ")
-        if sep and task.strip().isdigit():
-            outputs.setdefault(int(task), []).append(rest)
+    outputs = split_labelled(proc.stdout)
     problems = []
     for rank, node in enumerate(alloc.nodes):
         try:
-            report = read_report("\n".join(outputs.get(rank, [])))
+            report = read_report(outputs.get(rank, ""))
         except Exception as exc:  # ParseError or a report that is not there: this node is not judged
             problems.append(f"{node}: no readable report ({exc}); srun: {proc.stderr.strip()[-300:]}")
             continue
@@ -176,14 +180,24 @@ def node_command(alloc: Allocation, master_addr: str, train_argv: Sequence[str],
 
 
 def _port_env(alloc: Allocation, opts: dict) -> dict[str, str]:
-    """The job's HCCL ports: its slot from the Slurm job id (job_ports.slurm_slot), the rendezvous port
-    the job id already picks (Allocation.master_port)."""
+    """A job's HCCL ports without the pre-start step: its slot from the Slurm job id (job_ports.slurm_slot),
+    the rendezvous port the job id picks (Allocation.master_port). The launch claims its slot instead
+    (training/slurm_prestart.py)."""
 
     plan = make_plan(slurm_slot(alloc.job_id), f"slurm-{alloc.job_id}", ["train"],
                      {n: [] for n in alloc.nodes},
                      rendezvous_port=int(opts.get("master_port") or alloc.master_port),
                      pinned_rendezvous=True)
     return plan.env("train")
+
+
+def _ports(alloc: Allocation, cfg, roles: list[str], out: Path, resume: bool, opts: dict, log, run: Runner):
+    """The job's port plan: every allocated node read and its slot claimed there (slurm_prestart)."""
+    given = opts.get("master_port")
+    return slurm_prestart.prestart(
+        srun_tasks, alloc.nodes, f"slurm-{alloc.job_id}-{secrets.token_hex(2)}", cfg, roles, str(out),
+        resume=resume, rendezvous_port=int(given or cfg.launch.master_port),
+        pinned_rendezvous=given is not None, run=run, log=log)
 
 
 def _master_addr(alloc: Allocation) -> str:
@@ -207,9 +221,11 @@ def train_argv(
     resume: bool,
     overrides: Sequence[str],
     passed: dict,
+    master_port: int | None = None,
 ) -> list[str]:
-    """The command each node runs: this ascend-train, per-node mode, everything else as given."""
-    port = str(passed.get("master_port") or alloc.master_port)
+    """The command each node runs: this ascend-train, per-node mode, everything else as given; the
+    rendezvous at `master_port` (the job's port plan), else --master-port, else the job id's."""
+    port = str(master_port or passed.get("master_port") or alloc.master_port)
     # the gate judged every node before this step (gate_nodes); GATED_ENV says so on the nodes
     step = [
         "--nnodes",
@@ -259,8 +275,10 @@ def _ascend_train(
 
 
 def launch(algo: str, config: str, output_dir: str | None, resume: bool, skip_preflight: bool,
-           overrides: tuple[str, ...], opts: dict, *, log, run: Runner = _run) -> int:
-    """Run the job in this allocation (or write its sbatch script); the exit code of the srun step."""
+           overrides: tuple[str, ...], opts: dict, *, log, run: Runner = _run, cfg=None,
+           engine: str = "trl") -> int:
+    """Run the job in this allocation (or write its sbatch script); the exit code of the srun step. `cfg`:
+    the job's config as the command line made it (else read from `config` and `overrides`)."""
     out = Path(output_dir or f"runs/{algo}").absolute()
     config_path = Path(config)
     config_arg = str(config_path.absolute()) if config_path.exists() else config  # a bundled name stays
@@ -272,11 +290,19 @@ def launch(algo: str, config: str, output_dir: str | None, resume: bool, skip_pr
         log(f"slurm: job {alloc.job_id}: task {rank} = {node}" + (" (master)" if rank == 0 else ""))
     check = opts.get("preflight_command") or str(Path(sys.executable).with_name("ascend-check"))
     gate_nodes(alloc, check, skip_preflight, log, run=run)
-    out.mkdir(parents=True, exist_ok=True)
-    argv = train_argv(algo, config_arg, out, alloc, master, resume=resume, overrides=overrides, passed=opts)
-    cmd = node_command(alloc, master, argv, _port_env(alloc, opts))
-    log("launch: " + shlex.join(cmd))
-    return run(cmd).returncode
+    cfg = cfg or load_config(config_arg, overrides)
+    roles = roles_for(engine, algo, cfg)
+    # PORT PLAN HOOK (Slurm): ports free and the output dir writable on every node, the slot claimed there
+    plan, release = _ports(alloc, cfg, roles, out, resume, opts, log, run)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        argv = train_argv(algo, config_arg, out, alloc, master, resume=resume, overrides=overrides,
+                          passed=opts, master_port=plan.rendezvous_port)
+        cmd = node_command(alloc, master, argv, plan.env(roles[0] if len(roles) == 1 else None))
+        log("launch: " + shlex.join(cmd))
+        return run(cmd).returncode
+    finally:
+        release()
 
 
 def sbatch_script(
@@ -342,6 +368,7 @@ def _write_sbatch(algo, config, out: Path, resume, skip_preflight, overrides, op
         argv=[*argv, *overrides],
     )
     dest = opts["print_sbatch"]
+    check_output_dir(out, "--output-dir")  # a directory this user cannot write: refused, not a traceback
     out.mkdir(parents=True, exist_ok=True)  # Slurm opens its --output there before the script runs
     if dest == "-":
         sys.stdout.write(text)
@@ -367,5 +394,5 @@ class SlurmLauncher:
                   "master_port": o.master_port, "device": slurm.device,
                   "preflight_command": slurm.preflight_command}
         code = launch(job.algo, job.config, str(job.output_dir), job.resume, request.gate.skip_preflight,
-                      job.overrides, passed, log=request.log)
+                      job.overrides, passed, log=request.log, cfg=job.cfg, engine=job.engine)
         return LaunchResult(exit_code=code)

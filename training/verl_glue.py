@@ -32,7 +32,7 @@ from ascend_ready.checks.cluster.node_facts import FactQuery, node_facts
 from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.fleet.job import root_cause, run_job
 from ascend_ready.fleet.sessions import open_sessions
-from ascend_ready.provision.engines import check_engine_fleet, check_engine_versions
+from ascend_ready.provision.engines import check_engine_fleet, check_engine_versions, controller_note
 from ascend_ready.training import job_ports, node_probe, ray_cluster, run_dir
 from ascend_ready.training import multinode as mn
 from ascend_ready.training.launcher import LaunchResult
@@ -307,7 +307,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
         ports, release = job_ports.claim(
             run_id, {n: hosts[n] for n in names}, facts, cfg, job_ports.roles_for("verl", algorithm, cfg),
             rendezvous_port=spec.master_port, pinned_rendezvous=False, ray=True, dry_run=opts.dry_run,
-            log=log)
+            log=log, sessions=sessions)
         stack.callback(release)
         if "port" not in options:
             options.update(port=ports.ray.gcs, ports=ports.ray)
@@ -325,6 +325,8 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
         job.launch.nnodes, job.launch.nproc_per_node = len(names), nproc
         overrides = prepare(algorithm, job, out, node_dir=node_out, data=not opts.dry_run)
         log(_validated(overrides, out, cfg, algorithm))
+        # the trainer runs on the head node: this controller only composed and validated verl's config
+        log(controller_note())
         head = cluster.head
         plan = mn.JobPlan(algorithm, run_id, out, head.ip, cluster.port, nproc, [], {
             n: f"{h.verdict}: {', '.join(h.failed_checks) or 'see the report'}"

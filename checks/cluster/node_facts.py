@@ -68,8 +68,7 @@ def fact_probes(query: FactQuery, profile: HardwareProfile | None = None,
     if query.marker:
         probes += SharedRunDir.probes_for(query.marker)
     # the ports the job's plan must find free (checks/cluster/port_plan.py judges them)
-    probes.append(Probe(port_plan.LISTEN_PROBE_ID, shell=port_plan.LISTEN_PROBE_SHELL,
-                        description="listening TCP sockets and their processes"))
+    probes.append(port_plan.LISTEN_PROBE)
     return probes, labels
 
 

@@ -14,13 +14,11 @@ What collides when two jobs (or two roles of one RL job) share nodes and NPUs, a
   the dashboard agent, the metrics exporter, the runtime-env agent and the range its workers take.
 
 How two jobs on the same nodes get disjoint plans: a plan is a function of a *slot* (0, 1, ...; slot 0 is
-each tool's default port where one exists) and the controller claims its slot under a lock
-(`PortClaims`): the lowest slot whose ports no live claim on any shared node holds and the nodes' probe
-(`ss -tlnp`, fail closed) finds free. The claim lives in the controller's state directory, not on the
-nodes: the pre-start probe is read-only, a claim file on a node outlives a job killed with its node, and
-a job of another controller that already runs is seen by the probe itself (its ports listen). The window
-left (two controllers probing the same free slot in the same second) is closed by the vendor's bind error
-at start, which diagnose names (EJ0003/EI0019).
+each tool's default port where one exists) and the job claims its slot twice, both before anything starts:
+in the controller's state directory under a lock (`PortClaims`: jobs of this controller), and on every node
+of the job (checks/cluster/port_claims.py: an atomic mkdir there, so two controllers launching at the same
+moment on the same nodes take different slots). Then every port of the slot must be free on every node as
+the probe (`ss -tlnp`, fail closed) reads it: a port held by anything else refuses the launch, naming it.
 """
 
 from __future__ import annotations
@@ -36,11 +34,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ascend_ready.checks.cluster.port_claims import NodeClaims
 from ascend_ready.checks.parsers.sockets import parse_listeners
+from ascend_ready.checks.probes import Probe
 from ascend_ready.errors import ConfigError, ParseError, TrainingError
 
 __all__ = [
     "HCCL_SPAN",
+    "LISTEN_PROBE",
     "LISTEN_PROBE_ID",
     "LISTEN_PROBE_SHELL",
     "MAX_PORT",
@@ -78,6 +79,9 @@ MAX_SLOTS = 16
 LISTEN_PROBE_ID = "listen"
 LISTEN_PROBE_SHELL = ("if command -v ss >/dev/null 2>&1; then ss -tlnp; "
                       "else echo /proc/net/tcp; cat /proc/net/tcp; cat /proc/net/tcp6 2>/dev/null; fi")
+#: that probe, as every pre-start batch runs it (the SSH launchers' node facts, Slurm's pre-start step)
+LISTEN_PROBE = Probe(LISTEN_PROBE_ID, shell=LISTEN_PROBE_SHELL,
+                     description="listening TCP sockets and their processes")
 
 
 class _Model(BaseModel):
@@ -316,12 +320,13 @@ class PortClaims:
         return out
 
     def claim(self, job_id: str, nodes: Iterable[str], make, listeners: Mapping[str, object] | None,
-              pinned_slot: int | None = None) -> PortPlan:
+              pinned_slot: int | None = None, on_nodes: NodeClaims | None = None) -> PortPlan:
         """The lowest slot (or `pinned_slot`) whose plan (`make(slot)`) shares no port with a live claim of
-        another job on a common node, claimed before the lock is released. A port of that plan the probe
-        (`listeners`) finds held by any process refuses the launch, naming the port and the process: a
-        port in use is never planned around silently (the other job may be one this controller does not
-        know)."""
+        another job on a common node, claimed before the lock is released: here, and with `on_nodes` on the
+        nodes themselves (checks/cluster/port_claims.py: atomic there, so a job of another controller
+        launching at the same moment takes another slot). A port of that plan the probe (`listeners`)
+        finds held by any process refuses the launch, naming the port and the process: a port in use is
+        never planned around silently (the other job may be one this controller does not know)."""
         nodes = sorted(set(nodes))
         with self._locked():
             live = [c for c in self.live()
@@ -335,7 +340,17 @@ class PortClaims:
                 if clash:
                     clashes.append(f"slot {slot}: port {clash[0]} is claimed by job {taken[clash[0]]}")
                     continue
-                refuse_held(plan, listeners or {})
+                why = on_nodes.claim(slot, nodes) if on_nodes is not None else None
+                if why:
+                    clashes.append(f"slot {slot}: {why} (if that job is gone: {on_nodes.removal_hint(slot)} "
+                                   "on that node)")
+                    continue
+                try:
+                    refuse_held(plan, listeners or {})
+                except TrainingError:
+                    if on_nodes is not None:
+                        on_nodes.release()
+                    raise
                 record = {"job_id": job_id, "pid": os.getpid(), "controller": socket.gethostname(),
                           "nodes": nodes, "slot": slot, "created": time.time(),
                           "ports": sorted(plan.host_ports())}
