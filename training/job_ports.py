@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ascend_ready.checks.cluster.launchspec import LAUNCH_SPEC_SCHEMA_VERSION, LaunchSpec
+from ascend_ready.checks.cluster.launchspec import LAUNCH_SPEC_SCHEMA_VERSION, AsdSetting, LaunchSpec
 from ascend_ready.checks.cluster.port_plan import (
     MAX_SLOTS,
     PortClaims,
@@ -77,10 +77,11 @@ def claim(job_id: str, hosts: Mapping[str, Any], facts: Mapping[str, Any], cfg: 
     return plan, lambda: claims.release(job_id)
 
 
-def write_job_spec(spec: LaunchSpec, hosts: Mapping[str, Any], plan: PortPlan, log_dir: Path) -> Path:
-    """The job's own launch spec (its hosts, its master, its ports) beside its logs."""
+def write_job_spec(spec: LaunchSpec, hosts: Mapping[str, Any], plan: PortPlan, log_dir: Path,
+                   asd: AsdSetting | None = None) -> Path:
+    """The job's own launch spec (its hosts, its master, its ports, its NPU_ASD_CONFIG) beside its logs."""
 
-    copy = spec.model_copy(update={"ports": plan, "master_port": plan.rendezvous_port,
+    copy = spec.model_copy(update={"ports": plan, "master_port": plan.rendezvous_port, "asd": asd,
                                    "schema_version": LAUNCH_SPEC_SCHEMA_VERSION,
                                    "hosts": {**spec.hosts, **dict(hosts)}})
 
