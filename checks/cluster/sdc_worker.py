@@ -3,7 +3,8 @@ node, one JSON line per device, kernel and dtype, for npu.sdc to compare bit for
 
 It runs on the node as `python -c <this file's text>` with the training interpreter (the `npu-sdc` probe of
 the full tier), so it imports only the standard library and torch (Python 3.8+; no ascend_ready on the
-node). One process per device (fork, before torch is imported: the runtime comes up in each child), and
+node). One process per device (forked after torch's import, before any device is touched: the runtime
+comes up in each child), and
 an all-reduce across them (hccl, nccl or gloo). Three kernels:
 
 - `matmul-exact`: inputs in {-1, 0, 1} with an inner size of 128, so every partial sum is an integer the
@@ -202,6 +203,10 @@ def main(argv=None) -> int:
     print(HEADER, flush=True)
     _emit({"run": 1, "kind": kind, "ranks": world, "seed": SEED, "python": sys.executable, **versions})
     port = _free_port()
+    if versions["torch"]:
+        # heavy: imported once here and shared by every rank (forked), which would each take seconds to
+        # import it; torch starts no device runtime on import, and torch_npu is imported in the ranks only
+        import torch  # noqa: F401
     # fork: the children inherit this code (it runs as `python -c`, with no file to re-import) and
     # bring the device runtime up themselves, as nothing here has touched it
     ctx = multiprocessing.get_context("fork")
