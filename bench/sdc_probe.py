@@ -37,8 +37,10 @@ def run_case(python: str, device: str, ranks: int, repeats: int) -> dict:
         per_device[r["device"]] = per_device.get(r["device"], 0.0) + r["seconds"]
     kernels: dict[str, list[float]] = {}
     for r in results:
-        kernels.setdefault(f"{r['kernel']} {r['dtype']} {'x'.join(map(str, r['shape']))}", []).append(r["seconds"])
-    return {"device": device, "ranks": ranks, "repeats": repeats, "rc": proc.returncode, "wall_s": round(wall, 3),
+        name = f"{r['kernel']} {r['dtype']} {'x'.join(map(str, r['shape']))}"
+        kernels.setdefault(name, []).append(r["seconds"])
+    return {"device": device, "ranks": ranks, "repeats": repeats, "rc": proc.returncode,
+            "wall_s": round(wall, 3),
             "wall_s_per_device": round(wall / ranks, 3),
             "kernel_s_per_device": {d: round(s, 6) for d, s in sorted(per_device.items())},
             "kernel_s_median": {k: round(statistics.median(v), 6) for k, v in sorted(kernels.items())},
@@ -59,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     for ranks in (int(r) for r in args.ranks.split(",") if r):
         case = run_case(args.python, args.device, ranks, args.repeats)
         cases.append(case)
-        print(f"{args.device} x{ranks}: {case['wall_s']:.2f} s wall ({case['wall_s_per_device']:.2f} s per device); "
+        print(f"{args.device} x{ranks}: {case['wall_s']:.2f} s wall "
+              f"({case['wall_s_per_device']:.2f} s per device); "
               f"kernels per device {case['kernel_s_per_device']}; rc {case['rc']}, wrong {case['wrong']}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

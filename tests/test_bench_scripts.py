@@ -37,8 +37,8 @@ def test_node_local_asks_the_simulator_to_lend_its_nodes_the_checkout():
 def test_sdc_probe_bench_runs_its_smallest_case(tmp_path):
     # one CPU rank, one repeat: the worker as the probe runs it (python -c), its figures in the JSON
     out = tmp_path / "sdc.json"
-    proc = subprocess.run([sys.executable, str(BENCH / "sdc_probe.py"), "--ranks", "1", "--repeats", "1", "--out",
-                           str(out)], capture_output=True, text=True, timeout=300, cwd=BENCH.parent, check=False)
+    argv = [sys.executable, str(BENCH / "sdc_probe.py"), "--ranks", "1", "--repeats", "1", "--out", str(out)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=BENCH.parent, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     (case,) = __import__("json").loads(out.read_text())["cases"]
     assert (case["ranks"], case["rc"], case["wrong"]) == (1, 0, 0)

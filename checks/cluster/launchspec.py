@@ -47,10 +47,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAUNCH_SPEC_SCHEMA_VERSION",
+    "AsdSetting",
     "LaunchSpec",
     "LaunchSpecHost",
     "LaunchSpecRefused",
-    "AsdSetting",
     "asd_setting",
     "load_launch_spec",
     "require_covered",
@@ -60,8 +60,8 @@ __all__ = [
 
 #: 2: what the preflight covered (select, skip, selected_checks; per host judged_checks and training_checks),
 #: the waived checks and a content digest. 3: the job's port and role plan (`ports`, optional; the copy a
-#: launch writes into its log dir has it). 4: whether the job runs torch_npu's silent-data-corruption detection
-#: (`asd`, optional; the launch's copy has it). Every version in READ_VERSIONS still reads.
+#: launch writes into its log dir has it). 4: whether the job runs torch_npu's silent-data-corruption
+#: detection (`asd`, optional; the launch's copy has it). Every version in READ_VERSIONS still reads.
 LAUNCH_SPEC_SCHEMA_VERSION = 4
 READ_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
 #: a created_at this far ahead of the controller's clock is refused (two clocks a little apart are not)
@@ -82,8 +82,8 @@ class _Model(BaseModel):
 
 
 #: torch_npu's in-training detection (Ascend Extension for PyTorch >= 7.1): `NPU_ASD_CONFIG=enable:true,...`
-#: checks gradient feature values (BF16 and FP32 only) and, with with_checksum:true, the matmuls of a rank that
-#: struck out (BF16 only): docs/en/environment_variable_reference/NPU_ASD_CONFIG.md of Ascend/pytorch
+#: checks gradient feature values (BF16 and FP32 only) and, with with_checksum:true, the matmuls of a rank
+#: that struck out (BF16 only): docs/en/environment_variable_reference/NPU_ASD_CONFIG.md of Ascend/pytorch
 ASD_VARIABLE = "NPU_ASD_CONFIG"
 ASD_DTYPES = ("bf16", "fp32")
 
@@ -94,8 +94,8 @@ class AsdSetting(_Model):
     npu_asd_config: str | None = Field(None, description="NPU_ASD_CONFIG as the job's environment gives it "
                                        "(None: unset)")
     enabled: bool = Field(False, description="enable:true in it")
-    with_checksum: bool = Field(False, description="with_checksum:true in it (the matmul checksum, BF16 only)")
-    precision: str = Field(description="the job's training dtype (bf16, fp32; auto as the device resolves it)")
+    with_checksum: bool = Field(False, description="with_checksum:true in it (the matmul checksum: BF16)")
+    precision: str = Field(description="the job's training dtype (bf16, fp32; auto as the device resolves)")
     warning: str | None = Field(None, description="what the launch said about it, where anything")
 
 
@@ -116,8 +116,8 @@ def asd_setting(env: Mapping[str, str], precision: str, device: str = "npu") -> 
                      with_checksum=items.get("with_checksum") == "true", precision=dtype)
     example = f"{ASD_VARIABLE}=enable:true,with_checksum:true"
     if bad:
-        out.warning = (f"{ASD_VARIABLE}={value!r}: cannot read {', '.join(map(repr, bad))} (items are key:value, "
-                       f"comma-separated, e.g. {example})")
+        out.warning = (f"{ASD_VARIABLE}={value!r}: cannot read {', '.join(map(repr, bad))} (items are "
+                       f"key:value, comma-separated, e.g. {example})")
     elif device in ("npu", "auto") and dtype in ASD_DTYPES and not out.enabled:
         said = "is not set" if value is None else f"does not enable it ({value!r})"
         out.warning = (f"this {dtype} job runs without torch_npu's silent-data-corruption detection: "
@@ -209,8 +209,8 @@ class LaunchSpec(_Model):
         "of the spec, <run dir>/logs/<run id>/launch-spec.json)"
     )
     asd: AsdSetting | None = Field(
-        None, description="torch_npu's silent-data-corruption detection for the job (NPU_ASD_CONFIG; schema 4, "
-        "written by the launch into its copy of the spec)"
+        None, description="torch_npu's silent-data-corruption detection for the job (NPU_ASD_CONFIG; schema "
+        "4, written by the launch into its copy of the spec)"
     )
 
     @model_serializer(mode="wrap")

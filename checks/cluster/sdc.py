@@ -136,8 +136,8 @@ def _node(results: list[SdcResult]) -> tuple[list[str], dict[str, str | None]]:
     for key, rows in sorted(by_key.items()):
         for r in rows:
             if len(set(r.digests)) > 1:
-                problems.append(f"{r.device} {key}: {len(set(r.digests))} different results in {len(r.digests)} "
-                                "runs of the same matmul on the same inputs")
+                problems.append(f"{r.device} {key}: {len(set(r.digests))} different results in "
+                                f"{len(r.digests)} runs of the same matmul on the same inputs")
         best, count, total = golden([r.digests[0] for r in rows])
         majority[key] = best
         if best is None and total > 1:
@@ -145,9 +145,9 @@ def _node(results: list[SdcResult]) -> tuple[list[str], dict[str, str | None]]:
                             + ", ".join(f"{r.device} {r.digests[0][:12]}" for r in rows) + ")")
         for r in rows:
             if best is not None and r.digests[0] != best:
-                problems.append(f"{r.device} ({r.name or r.kind}) {key}: its bits differ from the node's other "
-                                f"{count} device(s) on the same inputs (digest {r.digests[0][:12]}, the others "
-                                f"{best[:12]})")
+                problems.append(f"{r.device} ({r.name or r.kind}) {key}: its bits differ from the node's "
+                                f"other {count} device(s) on the same inputs (digest {r.digests[0][:12]}, "
+                                f"the others {best[:12]})")
     return problems, majority
 
 
@@ -172,12 +172,13 @@ def judge_sdc(host: str, run: SdcRun, peers: Mapping[str, SdcRun], group: str,
         votes = [r.digests[0] for p in peers.values() for r in p.results if r.key == key]
         best, count, total = golden(votes)
         if best is None:
-            warnings.append(f"{key}: the {total} devices of {len(peers)} hosts of {group} agree on no majority "
-                            "digest, so there is no golden value to judge by")
+            warnings.append(f"{key}: the {total} devices of {len(peers)} hosts of {group} agree on no "
+                            "majority digest, so there is no golden value to judge by")
             continue
         evidence.append(f"golden {key}: {best[:16]} ({count} of {total} devices on {len(peers)} hosts)")
         wrong = [r for r in run.results if r.key == key and r.digests[0] != best]
         if wrong and mine[key] is not None and mine[key] != best:
-            problems.append(f"{host}'s devices give {key} digest {mine[key][:12]}, not the golden {best[:12]} "
-                            f"of {count} of {total} devices of {group}: " + ", ".join(r.device for r in wrong))
+            problems.append(f"{host}'s devices give {key} digest {mine[key][:12]}, not the golden "
+                            f"{best[:12]} of {count} of {total} devices of {group}: "
+                            + ", ".join(r.device for r in wrong))
     return problems, warnings, evidence

@@ -60,7 +60,8 @@ def _emit(obj: dict) -> None:
 
 
 def _digest(t) -> str:
-    return hashlib.sha256(t.contiguous().cpu().view(-1).view(_int_dtype(t)).numpy().tobytes()).hexdigest()[:32]
+    bits = t.contiguous().cpu().view(-1).view(_int_dtype(t))
+    return hashlib.sha256(bits.numpy().tobytes()).hexdigest()[:32]
 
 
 def _int_dtype(t):
@@ -82,7 +83,8 @@ def _first_difference(got, want) -> dict:
     """How many elements differ bit for bit, and the first one (index, expected and got bits in hex)."""
     import torch  # heavy: only in the node's ranks
 
-    gi, wi = got.contiguous().view(-1).view(_int_dtype(got)), want.contiguous().view(-1).view(_int_dtype(want))
+    gi = got.contiguous().view(-1).view(_int_dtype(got))
+    wi = want.contiguous().view(-1).view(_int_dtype(want))
     bad = torch.nonzero(gi != wi).view(-1)
     if bad.numel() == 0:
         return {"wrong": 0}

@@ -354,7 +354,8 @@ def apply_root_faults(state: dict, root: Path) -> None:
 
 
 #: the sdc fault's files in the node: its parameters, the hook (sdc_hook.py) and the login shells' path to it
-SDC_FILES = {"fault": "var/lib/ascend-sim/runtime/sdc.json", "hook": "usr/lib/ascend-sim/sdc/sitecustomize.py",
+SDC_FILES = {"fault": "var/lib/ascend-sim/runtime/sdc.json",
+             "hook": "usr/lib/ascend-sim/sdc/sitecustomize.py",
              "profile": "etc/profile.d/ascend-sim-sdc.sh"}
 
 
@@ -370,4 +371,5 @@ def _apply_sdc(state: dict, root: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     paths["fault"].write_text(json.dumps(found[-1]))
     paths["hook"].write_text((Path(__file__).parent / "sdc_hook.py").read_text())
-    paths["profile"].write_text(f'export PYTHONPATH=/{Path(SDC_FILES["hook"]).parent}${{PYTHONPATH:+:$PYTHONPATH}}\n')
+    hook_dir = f"/{Path(SDC_FILES['hook']).parent}"
+    paths["profile"].write_text(f"export PYTHONPATH={hook_dir}${{PYTHONPATH:+:$PYTHONPATH}}\n")

@@ -13,7 +13,8 @@ import json
 import os
 import sys
 
-#: ASCEND_SIM_FSROOT, set only by tests that run it in a scratch root, is prefixed (as the torch_npu stand-in does)
+#: ASCEND_SIM_FSROOT, set only by tests that run it in a scratch root, is prefixed (as the torch_npu
+#: stand-in does)
 FAULT_FILE = os.environ.get("ASCEND_SIM_FSROOT", "") + "/var/lib/ascend-sim/runtime/sdc.json"
 
 

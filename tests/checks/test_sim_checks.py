@@ -37,9 +37,9 @@ NODE = "node01"
 NOT_HEALTHY_IN_SIM: set[str] = {"npu.topology"}
 #: provision() below stands in for the playbooks without the training venv (as site.yml with
 #: python_env_training: false, where the validate role skips this check too; npu.sdc needs a torch that
-#: computes, which the stand-in wheels are not: it runs with the lent checkout's below); versions.training_env is judged
-#: on nodes site.yml provisioned (tests/training/test_multinode_sim.py, make demo) and fails in
-#: tests/checks/test_check_training_env.py
+#: computes, which the stand-in wheels are not: it runs with the lent checkout's below);
+#: versions.training_env is judged on nodes site.yml provisioned (tests/training/test_multinode_sim.py,
+#: make demo) and fails in tests/checks/test_check_training_env.py
 NO_TRAINING_VENV: set[str] = {"versions.training_env", "npu.sdc"}
 #: the node's site-packages (a sh command substitution)
 PURELIB = "python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'"

@@ -204,7 +204,8 @@ def test_a_bf16_or_fp32_job_without_npu_asd_config_is_warned_and_a_cpu_job_is_no
     assert off.npu_asd_config is None and not off.enabled
     assert off.warning.startswith("this bf16 job runs without torch_npu's silent-data-corruption detection: "
                                   "NPU_ASD_CONFIG is not set; set it in the job's environment")
-    assert "does not enable it ('enable:false')" in asd_setting({"NPU_ASD_CONFIG": "enable:false"}, "fp32").warning
+    disabled = asd_setting({"NPU_ASD_CONFIG": "enable:false"}, "fp32")
+    assert "does not enable it ('enable:false')" in disabled.warning
     assert asd_setting({}, "auto", "cpu").warning is None  # no torch_npu in the job: nothing to enable
     assert "with_checksum checks BF16 matmuls only" in asd_setting(
         {"NPU_ASD_CONFIG": "enable:true,with_checksum:true"}, "fp32").warning
