@@ -23,11 +23,14 @@ from __future__ import annotations
 import argparse
 import glob
 import hashlib
+import importlib.metadata as md
 import json
+import multiprocessing
 import os
 import socket
 import sys
 import time
+from importlib.util import find_spec
 
 HEADER = "ascend-check sdc v1"
 SEED = 20261202
@@ -40,8 +43,6 @@ SIZES = {"accelerator": {"n": 2048, "exact_n": 1024, "reduce": 1 << 22},
 
 def _devices(requested: str) -> tuple[str, int]:
     """(kind, count) without importing torch: torch_npu and /dev/davinciN, /dev/nvidiaN, else one cpu."""
-    from importlib.util import find_spec
-
     npu, gpu = glob.glob("/dev/davinci[0-9]*"), glob.glob("/dev/nvidia[0-9]*")
     if requested in ("auto", "npu") and find_spec("torch_npu") and npu:
         seen = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
@@ -185,8 +186,6 @@ def _free_port() -> int:
 
 
 def main(argv=None) -> int:
-    import multiprocessing
-
     ap = argparse.ArgumentParser(prog="sdc_worker")
     ap.add_argument("--device", default="auto", choices=("auto", "npu", "cuda", "cpu"))
     ap.add_argument("--ranks", type=int, default=None, help="processes (default: every visible device)")
@@ -194,8 +193,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     kind, count = _devices(args.device)
     world = args.ranks or count
-    import importlib.metadata as md
-
     versions = {}
     for dist in ("torch", "torch_npu"):
         try:
