@@ -20,7 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ascend_ready.errors import ParseError
 
-__all__ = ["SDC_HEADER", "SdcResult", "SdcRun", "golden", "judge_sdc", "parse_sdc"]
+__all__ = ["SDC_HEADER", "SdcResult", "SdcRun", "golden", "judge_sdc", "parse_sdc", "votes"]
+
+#: kernel -> the digest of every device of a host (one vote each), as judge_sdc compares hosts
+Votes = dict[str, list[str]]
 
 SDC_HEADER = "ascend-check sdc v1"
 #: kernels whose result is known exactly (the worker compares it with its reference)
@@ -109,6 +112,15 @@ def parse_sdc(text: str, *, source: str = "npu-sdc") -> SdcRun:
                          line=lines[1]) from None
 
 
+def votes(run: SdcRun) -> Votes:
+    """The run's votes for the fleet's golden digests: per repeated kernel, each device's first digest."""
+    out: Votes = {}
+    for r in sorted(run.results, key=lambda r: r.rank):
+        if r.kernel not in EXACT_KERNELS:
+            out.setdefault(r.key, []).append(r.digests[0])
+    return out
+
+
 def golden(votes: list[str]) -> tuple[str | None, int, int]:
     """(the digest more than half the votes give, or None; its count; the number of votes)."""
     if not votes:
@@ -151,9 +163,10 @@ def _node(results: list[SdcResult]) -> tuple[list[str], dict[str, str | None]]:
     return problems, majority
 
 
-def judge_sdc(host: str, run: SdcRun, peers: Mapping[str, SdcRun], group: str,
+def judge_sdc(host: str, run: SdcRun, peers: Mapping[str, Votes], group: str,
               ) -> tuple[list[str], list[str], list[str]]:
-    """(problems, warnings, evidence) of `host`'s run, `peers`: every host of its group (it among them)."""
+    """(problems, warnings, evidence) of `host`'s run; `peers`: the votes of every host of its group (it
+    among them: judged together, or as the fleet fingerprint file recorded them)."""
     evidence = [f"{run.ranks} {run.kind} device(s), torch {run.torch or '?'}"
                 + (f", torch_npu {run.torch_npu}" if run.torch_npu else "") + f"; golden group: {group}"]
     for r in sorted(run.results, key=lambda r: (r.kernel, r.dtype, r.rank)):
@@ -169,8 +182,7 @@ def judge_sdc(host: str, run: SdcRun, peers: Mapping[str, SdcRun], group: str,
                         "with the exact results only")
         return problems, warnings, evidence
     for key in sorted(mine):
-        votes = [r.digests[0] for p in peers.values() for r in p.results if r.key == key]
-        best, count, total = golden(votes)
+        best, count, total = golden([d for p in peers.values() for d in p.get(key, [])])
         if best is None:
             warnings.append(f"{key}: the {total} devices of {len(peers)} hosts of {group} agree on no "
                             "majority digest, so there is no golden value to judge by")

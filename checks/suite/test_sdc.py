@@ -4,7 +4,7 @@ bit with their exact result, across repeats, across the node's devices and with 
 
 from __future__ import annotations
 
-from ascend_ready.checks.cluster.sdc import SdcRun, judge_sdc
+from ascend_ready.checks.cluster.sdc import SdcRun, Votes, judge_sdc, votes
 from ascend_ready.checks.registry import check, evidence, not_judged, warn
 from ascend_ready.checks.resources import NodeSku, NpuSmi, SdcProbe, Toolkit
 from ascend_ready.errors import AscendReadyError
@@ -25,17 +25,38 @@ def _group(host, run: SdcRun) -> str:
     return f"{chip} / CANN {cann} / {torch} / {run.kind}"
 
 
-def _peers(host) -> dict[str, tuple[str, SdcRun]]:
-    """host -> (its group, its run), for every host judged together (memoised per run)."""
+def sdc_fingerprints(hosts) -> dict[str, dict[str, dict[str, str]]]:
+    """Every host's golden-digest votes for the fleet fingerprint file (`npu.sdc:<product>` -> node ->
+    `group` and kernel -> its devices' digests, comma-separated), where its snapshot has the SDC run."""
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for h in hosts:
+        try:
+            run = h.resource(SdcProbe).run
+            fields = {"group": _group(h, run), **{k: ",".join(v) for k, v in votes(run).items()}}
+        except AscendReadyError:  # no SDC run (the quick tier) or an unreadable one: no votes
+            continue
+        out.setdefault(f"npu.sdc:{h.profile.product}", {})[h.name] = fields
+    return out
+
+
+def _peers(host) -> dict[str, tuple[str, Votes]]:
+    """host -> (its group, its votes), for every host judged together (memoised per run); a host judged
+    alone takes the other nodes' from the fleet fingerprint file (ascend-check node --fleet-fingerprints)."""
     memo = host.fleet.memo
     if "npu.sdc" not in memo:
         out = {}
         for peer in host.fleet.hosts:
             try:
                 run = peer.resource(SdcProbe).run
-                out[peer.name] = (_group(peer, run), run)
+                out[peer.name] = (_group(peer, run), votes(run))
             except AscendReadyError:  # that host's own check says why; it has no vote
                 continue
+        if len(host.fleet.hosts) < 2:
+            recorded = host.fleet.reference.get(f"npu.sdc:{host.profile.product}", {})
+            for name, fields in recorded.items():
+                if name != host.name and "group" in fields:
+                    kernels = {k: v.split(",") for k, v in fields.items() if k != "group"}
+                    out[name] = (fields["group"], kernels)
         memo["npu.sdc"] = out
     return memo["npu.sdc"]  # type: ignore[return-value]
 
@@ -56,8 +77,10 @@ def test_sdc(host):
     run = host.resource(SdcProbe).run
     peers = _peers(host)
     group = _group(host, run)
-    same = {name: r for name, (g, r) in peers.items() if g == group}
-    same[host.name] = run
+    same = {name: v for name, (g, v) in peers.items() if g == group}
+    same[host.name] = votes(run)
+    if len(host.fleet.hosts) < 2 and len(same) > 1:
+        evidence(f"the other nodes of {group} as the fleet fingerprint file recorded them ({len(same) - 1})")
     problems, warnings, lines = judge_sdc(host.name, run, same, group)
     evidence(lines)
     assert not problems, "; ".join(problems)

@@ -137,3 +137,33 @@ def test_a_worker_that_could_not_run_is_an_error_never_a_pass():
     cut = "\n".join(CLEAN.splitlines()[:-1]) + "\n"  # killed before its last line
     status, message, _ = judge({"node01": cut})["node01"]
     assert status == "error" and message.startswith("the worker stopped before it printed its last line")
+
+
+def test_a_node_judged_alone_is_compared_with_the_golden_digest_the_fingerprint_file_recorded(tmp_path):
+    from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints, write_fleet_fingerprints
+
+    def another_kernel(o):
+        if o["kernel"] == "matmul":
+            o["digests"] = ["0" * 32] * len(o["digests"])
+
+    fleet = {f"node0{i}": fake_host(f"node0{i}", index=i, outputs={"npu-sdc": CLEAN}) for i in (1, 2, 3)}
+    for h in fleet.values():
+        h.profile = load_profile("atlas-800t-a2")
+    path = tmp_path / "fleet.json"
+    written = write_fleet_fingerprints(Snapshot(hosts=fleet), path)
+    (group,) = {f["group"] for f in written.fingerprints["npu.sdc:Atlas 800T A2"].values()}
+    assert group.endswith(" / torch 2.13.0+cpu / cpu")
+    reference = load_fleet_fingerprints(path).fingerprints
+
+    def alone(text: str):
+        host = fake_host("node02", index=1, outputs={"npu-sdc": text})
+        report = run_checks(Snapshot(hosts={"node02": host}), {"node02": load_profile("atlas-800t-a2")},
+                            select_checks("full", ["npu.sdc"]), fleet_reference=reference)
+        (r,) = report.results
+        return r
+
+    ok = alone(CLEAN)
+    assert ok.status == "pass" and any("as the fleet fingerprint file recorded them (2)" in e for e in ok.evidence)
+    bad = alone(edited(CLEAN, another_kernel))
+    assert bad.status == "fail" and bad.message.startswith("node02's devices give matmul fp32 digest 000000000000, "
+                                                           "not the golden 5ab4642ce809 of 4 of 6 devices")
