@@ -163,7 +163,9 @@ def test_a_node_judged_alone_is_compared_with_the_golden_digest_the_fingerprint_
         return r
 
     ok = alone(CLEAN)
-    assert ok.status == "pass" and any("as the fleet fingerprint file recorded them (2)" in e for e in ok.evidence)
+    assert ok.status == "pass"
+    assert any("as the fleet fingerprint file recorded them (2)" in e for e in ok.evidence)
     bad = alone(edited(CLEAN, another_kernel))
-    assert bad.status == "fail" and bad.message.startswith("node02's devices give matmul fp32 digest 000000000000, "
-                                                           "not the golden 5ab4642ce809 of 4 of 6 devices")
+    assert bad.status == "fail"
+    assert bad.message.startswith("node02's devices give matmul fp32 digest 000000000000, not the golden "
+                                  "5ab4642ce809 of 4 of 6 devices")
