@@ -93,5 +93,21 @@ def test_sdc(host):
     if not run.results:
         not_judged("the worker printed no result", hint="run it by hand: python -m "
                    "ascend_ready.checks.cluster.sdc_worker")
+    warnings += _coverage(host, run)
     if warnings:
         warn("; ".join(warnings))
+
+
+def _coverage(host, run: SdcRun) -> list[str]:
+    """What the run did not exercise of the NPUs npu-smi lists: a pass is only for the devices it ran on."""
+    try:
+        chips = len(host.resource(NodeSku).names)
+    except AscendReadyError:  # npu.count says why npu-smi is unreadable
+        return []
+    if chips and run.kind != "npu":
+        return [f"it ran on {run.kind}, not on the {chips} NPU(s) npu-smi lists: the training interpreter "
+                f"({run.python or '?'}) has no torch_npu or sees no /dev/davinciN (versions.torch_npu_import "
+                "says why), so the NPUs were not exercised"]
+    if run.kind == "npu" and run.ranks < chips:
+        return [f"it exercised {run.ranks} of the {chips} NPUs npu-smi lists (ASCEND_RT_VISIBLE_DEVICES?)"]
+    return []
