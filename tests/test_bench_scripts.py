@@ -32,3 +32,14 @@ def test_node_local_asks_the_simulator_to_lend_its_nodes_the_checkout():
     text = (BENCH / "node_local.py").read_text()
     assert 'os.environ["ASCEND_SIM_LEND_CHECKOUT"] = "1"' in text
     assert text.index("ASCEND_SIM_LEND_CHECKOUT") < text.index("sim.up(")
+
+
+def test_sdc_probe_bench_runs_its_smallest_case(tmp_path):
+    # one CPU rank, one repeat: the worker as the probe runs it (python -c), its figures in the JSON
+    out = tmp_path / "sdc.json"
+    argv = [sys.executable, str(BENCH / "sdc_probe.py"), "--ranks", "1", "--repeats", "1", "--out", str(out)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=BENCH.parent, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    (case,) = __import__("json").loads(out.read_text())["cases"]
+    assert (case["ranks"], case["rc"], case["wrong"]) == (1, 0, 0)
+    assert set(case["kernel_s_per_device"]) == {"cpu:0"} and case["wall_s"] > 0

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ascend_ready.checks.cluster.launchspec import LAUNCH_SPEC_SCHEMA_VERSION, LaunchSpec
+from ascend_ready.checks.cluster.launchspec import LAUNCH_SPEC_SCHEMA_VERSION, AsdSetting, LaunchSpec
 from ascend_ready.checks.cluster.port_claims import NodeClaims, RunOn
 from ascend_ready.checks.cluster.port_plan import (
     MAX_SLOTS,
@@ -105,10 +105,11 @@ def session_runner(sessions: Mapping[str, Any], timeout_s: float = 30.0) -> RunO
     return run
 
 
-def write_job_spec(spec: LaunchSpec, hosts: Mapping[str, Any], plan: PortPlan, log_dir: Path) -> Path:
-    """The job's own launch spec (its hosts, its master, its ports) beside its logs."""
+def write_job_spec(spec: LaunchSpec, hosts: Mapping[str, Any], plan: PortPlan, log_dir: Path,
+                   asd: AsdSetting | None = None) -> Path:
+    """The job's own launch spec (its hosts, its master, its ports, its NPU_ASD_CONFIG) beside its logs."""
 
-    copy = spec.model_copy(update={"ports": plan, "master_port": plan.rendezvous_port,
+    copy = spec.model_copy(update={"ports": plan, "master_port": plan.rendezvous_port, "asd": asd,
                                    "schema_version": LAUNCH_SPEC_SCHEMA_VERSION,
                                    "hosts": {**spec.hosts, **dict(hosts)}})
 

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ascend_ready.checks.cluster.launch_routes import refuse_unrouted_nodes
-from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost
+from ascend_ready.checks.cluster.launchspec import LaunchSpec, LaunchSpecHost, asd_setting
 from ascend_ready.checks.cluster.node_facts import FactQuery, node_facts
 from ascend_ready.checks.cluster.port_plan import PortPlan
 from ascend_ready.checks.diagnose.probes import fetch_plogs
@@ -263,7 +263,10 @@ def launch(algo: str, cfg: TrainConfig, output_dir: Path, *, resume: bool, opts:
         opts.log(f"run dir: {output_dir} ({where}); logs: {plan.log_dir}")
         plan.log_dir.mkdir(parents=True, exist_ok=True)
         (plan.log_dir / "launch.txt").write_text(render_dry_run(plan))
-        job_ports.write_job_spec(spec, hosts_spec, ports, plan.log_dir)
+        asd = asd_setting(plan.hosts[0].env if plan.hosts else {}, cfg.precision, cfg.launch.device)
+        if asd.warning:
+            opts.log(f"warning: {asd.warning}")
+        job_ports.write_job_spec(spec, hosts_spec, ports, plan.log_dir, asd=asd)
         for h in plan.hosts:
             opts.log(f"{h.name}: node rank {h.node_rank}, NIC {h.nic or '-'} {h.ip or ''}".rstrip())
             for b in h.bindings:

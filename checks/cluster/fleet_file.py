@@ -42,11 +42,14 @@ def write_fleet_fingerprints(snapshot, path: Path) -> FleetFingerprints:
     from ascend_ready.checks.resources import Host
     from ascend_ready.checks.suite.test_fleet import fleet_fingerprints
 
+    # the suite imports pytest: loaded on a write only
+    from ascend_ready.checks.suite.test_sdc import sdc_fingerprints
+
     hosts = [Host(h, h.profile) for h in snapshot.hosts.values() if h.reachable and h.profile is not None]
     model = FleetFingerprints(
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         tool_version=__version__,
-        fingerprints=fleet_fingerprints(hosts),
+        fingerprints={**fleet_fingerprints(hosts), **sdc_fingerprints(hosts)},
     )
     try:
         write_atomic(path, model.model_dump_json(indent=1) + "\n")

@@ -47,9 +47,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAUNCH_SPEC_SCHEMA_VERSION",
+    "AsdSetting",
     "LaunchSpec",
     "LaunchSpecHost",
     "LaunchSpecRefused",
+    "asd_setting",
     "load_launch_spec",
     "require_covered",
     "spec_from_report",
@@ -58,9 +60,10 @@ __all__ = [
 
 #: 2: what the preflight covered (select, skip, selected_checks; per host judged_checks and training_checks),
 #: the waived checks and a content digest. 3: the job's port and role plan (`ports`, optional; the copy a
-#: launch writes into its log dir has it). Every version in READ_VERSIONS still reads.
-LAUNCH_SPEC_SCHEMA_VERSION = 3
-READ_VERSIONS: tuple[int, ...] = (1, 2, 3)
+#: launch writes into its log dir has it). 4: whether the job runs torch_npu's silent-data-corruption
+#: detection (`asd`, optional; the launch's copy has it). Every version in READ_VERSIONS still reads.
+LAUNCH_SPEC_SCHEMA_VERSION = 4
+READ_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
 #: a created_at this far ahead of the controller's clock is refused (two clocks a little apart are not)
 CLOCK_SKEW_S = 300
 Verdict = Literal["pass", "warn", "fail", "error", "unreachable"]
@@ -76,6 +79,53 @@ class LaunchSpecRefused(AscendReadyError):
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+#: torch_npu's in-training detection (Ascend Extension for PyTorch >= 7.1): `NPU_ASD_CONFIG=enable:true,...`
+#: checks gradient feature values (BF16 and FP32 only) and, with with_checksum:true, the matmuls of a rank
+#: that struck out (BF16 only): docs/en/environment_variable_reference/NPU_ASD_CONFIG.md of Ascend/pytorch
+ASD_VARIABLE = "NPU_ASD_CONFIG"
+ASD_DTYPES = ("bf16", "fp32")
+
+
+class AsdSetting(_Model):
+    """Whether the job runs torch_npu's silent-data-corruption detection, as its environment sets it."""
+
+    npu_asd_config: str | None = Field(None, description="NPU_ASD_CONFIG as the job's environment gives it "
+                                       "(None: unset)")
+    enabled: bool = Field(False, description="enable:true in it")
+    with_checksum: bool = Field(False, description="with_checksum:true in it (the matmul checksum: BF16)")
+    precision: str = Field(description="the job's training dtype (bf16, fp32; auto as the device resolves)")
+    warning: str | None = Field(None, description="what the launch said about it, where anything")
+
+
+def asd_setting(env: Mapping[str, str], precision: str, device: str = "npu") -> AsdSetting:
+    """The job's NPU_ASD_CONFIG judged for its dtype: a warning where a BF16/FP32 job on NPUs runs without
+    it, or where it does not parse (`key:value` items, comma-separated, as torch_npu reads them)."""
+    dtype = precision if precision != "auto" else ("bf16" if device in ("npu", "auto") else "fp32")
+    value = env.get(ASD_VARIABLE)
+    items: dict[str, str] = {}
+    bad = []
+    for item in (value or "").split(","):
+        key, sep, val = item.strip().partition(":")
+        if item.strip() and not (sep and key):
+            bad.append(item.strip())
+        elif sep:
+            items[key.strip()] = val.strip().lower()
+    out = AsdSetting(npu_asd_config=value, enabled=items.get("enable") == "true",
+                     with_checksum=items.get("with_checksum") == "true", precision=dtype)
+    example = f"{ASD_VARIABLE}=enable:true,with_checksum:true"
+    if bad:
+        out.warning = (f"{ASD_VARIABLE}={value!r}: cannot read {', '.join(map(repr, bad))} (items are "
+                       f"key:value, comma-separated, e.g. {example})")
+    elif device in ("npu", "auto") and dtype in ASD_DTYPES and not out.enabled:
+        said = "is not set" if value is None else f"does not enable it ({value!r})"
+        out.warning = (f"this {dtype} job runs without torch_npu's silent-data-corruption detection: "
+                       f"{ASD_VARIABLE} {said}; set it in the job's environment (launch.hccl.extra_env: "
+                       f"{{{ASD_VARIABLE}: 'enable:true,with_checksum:true'}}), torch_npu >= 7.1")
+    elif out.with_checksum and dtype != "bf16":
+        out.warning = f"{ASD_VARIABLE}: with_checksum checks BF16 matmuls only; this job trains in {dtype}"
+    return out
 
 
 class LaunchSpecHost(_Model):
@@ -158,6 +208,10 @@ class LaunchSpec(_Model):
         None, description="the job's port and role plan (schema 3; written by the launch into its own copy "
         "of the spec, <run dir>/logs/<run id>/launch-spec.json)"
     )
+    asd: AsdSetting | None = Field(
+        None, description="torch_npu's silent-data-corruption detection for the job (NPU_ASD_CONFIG; schema "
+        "4, written by the launch into its copy of the spec)"
+    )
 
     @model_serializer(mode="wrap")
     def _with_digest(self, handler, info):
@@ -170,7 +224,7 @@ class LaunchSpec(_Model):
         """sha256 of everything but the digest, as JSON with sorted keys (what a write records)."""
 
         # a field added later and unset is left out, so the digest of an older spec still holds
-        exclude = {"digest"} | ({"ports"} if self.ports is None else set())
+        exclude = {"digest"} | {name for name in ("ports", "asd") if getattr(self, name) is None}
         body = self.model_dump(mode="json", exclude=exclude, context={"bare": True})
         text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()

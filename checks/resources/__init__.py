@@ -46,6 +46,7 @@ from ascend_ready.checks.resources.output_dir import OutputDir
 from ascend_ready.checks.resources.pcie import Dmesg, PcieLinks, PciFunctions
 from ascend_ready.checks.resources.perf import AscendDmi, NodeSku
 from ascend_ready.checks.resources.perf_torch import DeviceCopies, TorchCopies
+from ascend_ready.checks.resources.sdc import SdcProbe
 from ascend_ready.checks.resources.versions import (
     CannComponents,
     DriverVersion,
@@ -101,6 +102,7 @@ __all__ = [
     "PythonPackages",
     "RebootPending",
     "Resource",
+    "SdcProbe",
     "SetEnv",
     "SharedRunDir",
     "Shm",
@@ -138,6 +140,7 @@ ALL: tuple[type[Resource], ...] = (
     CollectiveResult,
     AscendDmi,
     NodeSku,
+    SdcProbe,
     Thp,
     Sysctl,
     UserLimits,

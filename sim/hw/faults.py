@@ -115,12 +115,21 @@ FAULTS: dict[str, FaultSpec] = {
         "the HCCS link between two devices is down: they copy through the host", ("ascend-dmi --bw -t p2p",),
         {"device": 0, "other": 1},
         {"device": "device (logic) id", "other": "the device at the link's other end"}),
+    # ---- silent data corruption (issue 30): a device that returns wrong bits for a fixed kernel, every
+    # time, and passes every health check (sim/hw/sdc_hook.py; Meta's and Google's mercurial cores)
+    "sdc": FaultSpec(
+        "a device returns wrong bits for one kernel, every time, with no error (silent data corruption)",
+        ("the training interpreter's torch.matmul (npu.sdc)",),
+        {"device": 0, "bit": 3, "index": 0, "kernel": "matmul"},
+        {"device": "device (logic) id; on the simulator's CPU torch, the job's rank N (LOCAL_RANK)",
+         "bit": "the bit of the element that flips (0: the lowest mantissa bit)",
+         "index": "the element of the result (flattened) that is wrong", "kernel": "matmul"}),
 }
 _ENGINE_DEVICES = {"zip": "a250", "sec": "a255", "hpre": "a258"}
 
 
 _INT_PARAMS = {"npu", "chip", "temp_c", "pid", "memory_mb", "width", "device", "same_as", "enable", "count",
-               "other"}
+               "other", "bit", "index"}
 
 
 def _coerce(kind: str, name: str, value):
@@ -237,6 +246,11 @@ def inject_fault(state: dict, kind: str, **params) -> dict:
         if p["device"] == p["other"]:
             raise SimError("hccs-link-down: a link joins two different devices")
         new.setdefault("hccs_down", []).append(sorted((p["device"], p["other"])))
+    elif kind == "sdc":
+        if find_chip_by_logic(new, p["device"]) is None:
+            raise SimError(f"sdc: no device {p['device']} on {new['node']['name']}")
+        if p["kernel"] != "matmul" or not 0 <= p["bit"] < 16 or p["index"] < 0:
+            raise SimError("sdc: kernel=matmul, bit in 0..15 (every dtype has them), index >= 0")
     new["fault_seq"] = new.get("fault_seq", 0) + 1
     new["faults"].append({"id": new["fault_seq"], "kind": kind, "params": p})
     return new
@@ -336,3 +350,26 @@ def apply_root_faults(state: dict, root: Path) -> None:
     if book or book_path.exists():
         book_path.parent.mkdir(parents=True, exist_ok=True)
         book_path.write_text(json.dumps(book, indent=1))
+    _apply_sdc(state, root)
+
+
+#: the sdc fault's files in the node: its parameters, the hook (sdc_hook.py) and the login shells' path to it
+SDC_FILES = {"fault": "var/lib/ascend-sim/runtime/sdc.json",
+             "hook": "usr/lib/ascend-sim/sdc/sitecustomize.py",
+             "profile": "etc/profile.d/ascend-sim-sdc.sh"}
+
+
+def _apply_sdc(state: dict, root: Path) -> None:
+    """Put the sdc fault's hook into the node's root while the fault is set; take it out once cleared."""
+    found = [f["params"] for f in state["faults"] if f["kind"] == "sdc"]
+    paths = {k: root / v for k, v in SDC_FILES.items()}
+    if not found:
+        for path in paths.values():
+            path.unlink(missing_ok=True)
+        return
+    for path in paths.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    paths["fault"].write_text(json.dumps(found[-1]))
+    paths["hook"].write_text((Path(__file__).parent / "sdc_hook.py").read_text())
+    hook_dir = f"/{Path(SDC_FILES['hook']).parent}"
+    paths["profile"].write_text(f"export PYTHONPATH={hook_dir}${{PYTHONPATH:+:$PYTHONPATH}}\n")

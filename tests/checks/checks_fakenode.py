@@ -28,6 +28,8 @@ from ascend_ready.sim.render import chrony, hccn, lspci
 from ascend_ready.sim.render.hccn import update_conf
 
 REPO = Path(__file__).resolve().parents[2]
+#: what the SDC worker (checks/cluster/sdc_worker.py) printed here, on CPU torch with 2 ranks
+SDC_DATA = Path(__file__).resolve().parent / "data" / "sdc"
 REAL = REPO / "tests" / "parsers" / "real"
 #: `npu-smi info -t topo` of a healthy 8x 910B3 A2 (ms-swift docs; the prompt line above it dropped)
 A2_TOPO = REAL / "npu-smi-info-t-topo_910b3-8npu-hccs-prompt_24.1.rc1_ms-swift-doc.txt"
@@ -384,6 +386,7 @@ def fake_host(
     put("torch-bandwidth", TORCH_BW_SKIPPED)
     put("training-env", training_env_output())
     put("machine-identity", machine_identity_output(name))
+    put("npu-sdc", (SDC_DATA / "cpu-2ranks-clean.txt").read_text())
     probes["toolkit-version"].stderr = "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info\n"
     for pid, value in (outputs or {}).items():
         if isinstance(value, ProbeResult):

@@ -258,6 +258,11 @@ def test_a_probe_that_never_ran_is_not_reported_as_hung():
 # ---------------------------------------------------------------- derived probes
 
 
+#: checks whose healthy double warns: npu.sdc's is the SDC worker's real output on CPU torch (no NPU run is
+#: captured yet), which on an NPU host says its NPUs were not exercised
+WARNS_ON_ITS_DOUBLE = {"npu.sdc"}
+
+
 @pytest.mark.parametrize("hardware", ["atlas-800t-a2", "atlas-800t-a3", "atlas-300i-duo"])
 def test_every_check_runs_with_only_the_probes_its_resources_declare(hardware):
     full = fake_host(hardware=hardware)
@@ -270,7 +275,8 @@ def test_every_check_runs_with_only_the_probes_its_resources_declare(hardware):
         r = judge(only, select=[spec.id], profile=hardware)[spec.id]
         assert "no output of probe" not in r.message, (spec.id, r.message)
         assert "internal error" not in r.message, (spec.id, r.message)
-        assert r.status in ("pass", "skip"), (spec.id, r.status, r.message)
+        allowed = ("pass", "skip", "warn") if spec.id in WARNS_ON_ITS_DOUBLE else ("pass", "skip")
+        assert r.status in allowed, (spec.id, r.status, r.message)
 
 
 def test_a_resource_read_the_check_does_not_declare_is_a_bug_not_a_missing_probe():

@@ -170,3 +170,16 @@ def test_npu_matmul__a_uniformly_slow_npu_fleet_fails_on_the_skus_floor():
                             select_checks("full", ["npu.matmul"]))
         assert {r.status for r in report.results} == {want}, [r.message for r in report.results]
     assert "below the profile's 266.1" in report.results[0].message
+
+
+# ---------------------------------------------------------------- silent data corruption (test_sdc.py)
+
+
+def test_npu_sdc():
+    from checks_fakenode import SDC_DATA
+
+    ok = only("npu.sdc", fake_host())  # a clean CPU run on an A2 host: right bits, its NPUs not exercised
+    assert ok.status == "warn" and ok.message.startswith("it ran on cpu, not on the 8 NPU(s) npu-smi lists")
+    flipped = (SDC_DATA / "cpu-2ranks-device1-bit3.txt").read_text()
+    bad = only("npu.sdc", fake_host(outputs={"npu-sdc": flipped}))
+    assert bad.status == "fail" and bad.message.startswith("cpu:1 (cpu) matmul-exact fp32")

@@ -34,7 +34,7 @@ def test_a_narrowed_spec_is_refused_and_a_waiver_is_recorded_and_printed(sim_clu
     assert "launch spec: " in check.stderr and "2 of 2 host(s) may start" in check.stderr
     assert "warning: ascend-train will refuse this launch spec" in check.stderr
     written = json.loads(spec.read_text())
-    assert written["schema_version"] == 3 and written["select"] == ["pcie.*"] and written["digest"]
+    assert written["schema_version"] == 4 and written["select"] == ["pcie.*"] and written["digest"]
     assert written["hosts"]["node02"]["judged_checks"] == ["pcie.aer", "pcie.link_speed", "pcie.link_width"]
 
     out = tmp_path / "run"

@@ -82,7 +82,8 @@ def test_the_controller_writes_the_fingerprint_file_from_its_run(tmp_path):
     )
     assert result.exit_code == 0, result.output
     recorded = load_fleet_fingerprints(path).fingerprints
-    assert set(recorded) == {f"fleet.{c}:Atlas 800T A2" for c in ("stack", "os", "hardware", "hccn")}
+    assert set(recorded) == {f"fleet.{c}:Atlas 800T A2" for c in ("stack", "os", "hardware", "hccn")} | {
+        "npu.sdc:Atlas 800T A2"}  # the golden-digest votes of the SDC probe (checks/suite/test_sdc.py)
     assert set(recorded["fleet.hardware:Atlas 800T A2"]) == {"node01", "node02", "node03"}
     assert recorded["fleet.hardware:Atlas 800T A2"]["node02"]["npu_count"] == "8"
 

@@ -36,10 +36,11 @@ NODE = "node01"
 #: (npu.topology is judged on real captures in test_check_suite_npu.py)
 NOT_HEALTHY_IN_SIM: set[str] = {"npu.topology"}
 #: provision() below stands in for the playbooks without the training venv (as site.yml with
-#: python_env_training: false, where the validate role skips this check too); versions.training_env is judged
-#: on nodes site.yml provisioned (tests/training/test_multinode_sim.py, make demo) and fails in
-#: tests/checks/test_check_training_env.py
-NO_TRAINING_VENV: set[str] = {"versions.training_env"}
+#: python_env_training: false, where the validate role skips this check too; npu.sdc needs a torch that
+#: computes, which the stand-in wheels are not: it runs with the lent checkout's below);
+#: versions.training_env is judged on nodes site.yml provisioned (tests/training/test_multinode_sim.py,
+#: make demo) and fails in tests/checks/test_check_training_env.py
+NO_TRAINING_VENV: set[str] = {"versions.training_env", "npu.sdc"}
 #: the node's site-packages (a sh command substitution)
 PURELIB = "python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'"
 SIM_PROFILE = {"min_disk_free_gb": 1, "nofile_min": 16384, "memlock_min_kb": 8192}
@@ -691,3 +692,38 @@ def test_the_full_tier_on_two_nodes_with_the_performance_checks_takes_at_most_tw
     assert {k: v for k, v in new.items() if k[1] in PERF_CHECKS} == {
         (h, c): "pass" for h in (NODE, "node02") for c in PERF_CHECKS}
     assert after <= 2 * before, (before, after, load)
+
+
+def test_sdc_fault_fails_the_device_it_names_and_clears(node):
+    """`ascend-sim fault node01 sdc`: the node's CPU torch (the lent checkout's) flips bit 3 of element 0 of
+    every matmul on device 0 (rank 0 here: one CPU rank); npu.sdc names that device and kernel while
+    npu.health passes (the device computes wrong without an error); clearing the fault takes the hook out
+    of the node (a clean run passes in tests/checks/test_sdc.py, on the worker's own output)."""
+    import sys
+
+    from ascend_ready.sim import faults
+    from ascend_ready.sim.hw.faults import SDC_FILES
+
+    cluster, profile_path = node
+    data = yaml.safe_load(profile_path.read_text())
+    data["python"] = sys.executable
+    changed = profile_path.with_name("sdc.yml")
+    changed.write_text(yaml.safe_dump(data))
+    targets = sim_targets(cluster.inventory_path, NODE, changed)
+
+    def judge():
+        options = PreflightOptions(tier="full", select=["npu.sdc", "npu.health"], profile=str(changed),
+                                   fanout=FanoutOptions(host_deadline_s=240))
+        return {r.check_id: r for r in preflight(targets, options).results}
+
+    faults.change(NODE, "sdc", {"device": 0, "bit": 3})
+    try:
+        bad = judge()
+    finally:
+        faults.change(NODE, None, {})
+    assert bad["npu.health"].status == "pass"
+    assert bad["npu.sdc"].status == "fail", bad["npu.sdc"].message
+    assert bad["npu.sdc"].message.startswith("cpu:0 (cpu) matmul-exact fp32 256x128x256: 1 element(s) differ "
+                                             "from the exact result; the first at index 0: want 0x")
+    root = Path(f"/proc/{cluster.node(NODE).pid}/root")
+    assert not any((root / path).exists() for path in SDC_FILES.values())

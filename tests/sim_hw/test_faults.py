@@ -377,3 +377,25 @@ def test_inject_is_pure(a2_state):
     new = hw.inject_fault(a2_state, "npu-missing", npu=0)
     assert a2_state == pristine and new is not a2_state
     assert new["faults"] == [{"id": 1, "kind": "npu-missing", "params": {"npu": 0}}]
+
+
+def test_sdc_puts_the_torch_hook_into_the_node_and_clearing_takes_it_out(a2_state, tmp_path):
+    """The sdc fault is no tool's output: it is the node's CPU torch computing wrong (sim/hw/sdc_hook.py; the
+    bits it flips are in tests/checks/data/sdc, judged in tests/checks/test_sdc.py)."""
+    import json
+
+    from ascend_ready.sim.hw.faults import SDC_FILES
+
+    state = hw.inject_fault(a2_state, "sdc", device="3", bit="7")
+    hw.apply_root_faults(state, tmp_path)
+    assert json.loads((tmp_path / SDC_FILES["fault"]).read_text()) == {"device": 3, "bit": 7, "index": 0,
+                                                                       "kernel": "matmul"}
+    assert (tmp_path / SDC_FILES["hook"]).read_text().startswith('"""The simulator\'s device emulation')
+    assert (tmp_path / SDC_FILES["profile"]).read_text() == (
+        "export PYTHONPATH=/usr/lib/ascend-sim/sdc${PYTHONPATH:+:$PYTHONPATH}\n")
+    hw.apply_root_faults(hw.clear_faults(state), tmp_path)
+    assert not any((tmp_path / p).exists() for p in SDC_FILES.values())
+    with pytest.raises(SimError, match="no device 99"):
+        hw.inject_fault(a2_state, "sdc", device=99)
+    with pytest.raises(SimError, match=r"bit in 0\.\.15"):
+        hw.inject_fault(a2_state, "sdc", bit=16)

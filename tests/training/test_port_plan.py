@@ -159,7 +159,7 @@ def test_the_job_spec_carries_the_plan_and_an_older_spec_still_reads(tmp_path):
     plan = make_plan(1, "grpo-x", ["train"], {"node01": [0, 1]})
     written = job_ports.write_job_spec(old, hosts, plan, tmp_path / "logs")
     spec = load_launch_spec(written)
-    assert spec.schema_version == 3 and spec.ports == plan and spec.master_port == 29501
+    assert spec.schema_version == 4 and spec.ports == plan and spec.master_port == 29501
 
 
 def test_roles_follow_the_engine_and_the_algorithm():
@@ -181,3 +181,33 @@ def test_a_slurm_step_exports_its_jobs_hccl_ports_on_every_node():
                                 f"HCCL_NPU_SOCKET_PORT_RANGE={16666 + 16 * slot}-{16666 + 16 * slot + 15}",
                                 "ascend-train"]
     assert os.path.basename(cmd[0]) == "srun"
+
+
+def test_the_job_spec_records_npu_asd_config_and_a_version_3_spec_still_reads(tmp_path):
+    from ascend_ready.checks.cluster.launchspec import asd_setting
+
+    hosts = {"node01": LaunchSpecHost(address="10.0.0.1", verdict="pass", devices=[0, 1])}
+    old = LaunchSpec(schema_version=3, hosts=hosts)
+    (tmp_path / "v3.json").write_text(old.model_dump_json())
+    assert load_launch_spec(tmp_path / "v3.json").asd is None  # its digest (made without `asd`) still holds
+    plan = make_plan(1, "grpo-x", ["train"], {"node01": [0, 1]})
+    on = asd_setting({"NPU_ASD_CONFIG": "enable:true,with_checksum:true,cooldown:5"}, "auto", "npu")
+    assert (on.enabled, on.with_checksum, on.precision, on.warning) == (True, True, "bf16", None)
+    spec = load_launch_spec(job_ports.write_job_spec(old, hosts, plan, tmp_path / "logs", asd=on))
+    assert spec.schema_version == 4 and spec.asd == on
+
+
+def test_a_bf16_or_fp32_job_without_npu_asd_config_is_warned_and_a_cpu_job_is_not():
+    from ascend_ready.checks.cluster.launchspec import asd_setting
+
+    off = asd_setting({}, "bf16", "npu")
+    assert off.npu_asd_config is None and not off.enabled
+    assert off.warning.startswith("this bf16 job runs without torch_npu's silent-data-corruption detection: "
+                                  "NPU_ASD_CONFIG is not set; set it in the job's environment")
+    disabled = asd_setting({"NPU_ASD_CONFIG": "enable:false"}, "fp32")
+    assert "does not enable it ('enable:false')" in disabled.warning
+    assert asd_setting({}, "auto", "cpu").warning is None  # no torch_npu in the job: nothing to enable
+    assert "with_checksum checks BF16 matmuls only" in asd_setting(
+        {"NPU_ASD_CONFIG": "enable:true,with_checksum:true"}, "fp32").warning
+    assert "cannot read 'with_checksum'" in asd_setting({"NPU_ASD_CONFIG": "enable:true,with_checksum"},
+                                                         "bf16").warning
