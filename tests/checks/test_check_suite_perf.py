@@ -7,6 +7,7 @@ import pytest
 from checks_fakenode import (
     fake_host,
     judge,
+    only,
 )
 
 from ascend_ready.checks.profile import load_profile
