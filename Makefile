@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 OLDEST_SET := .venv-oldest-set
 
-.PHONY: help setup system-deps venv lint test test-fast test-oldest-set demo bench clean
+.PHONY: help setup system-deps venv lint test test-fast test-e2e test-slow test-oldest-set demo bench clean
 
 help:
 	@echo "make demo   - set up and run the end-to-end demo on a simulated Ascend cluster (root)"
@@ -59,6 +59,16 @@ test-oldest-set: $(OLDEST_SET)/.installed
 
 test-fast: venv
 	$(BIN)/pytest -m 'not slow and not device and not sim' $(PYTEST_ARGS)
+
+# Beyond `make test`'s 20 minutes: the provisioning scenarios that each need simulated nodes of their own
+# (reboots, bare nodes, os_prereqs from a mirror: test-e2e) and the long runs (learning curves, Slurm jobs,
+# two jobs at once: test-slow). Run before every landing and by whoever changes playbooks/, sim/ or
+# training/ (tests/README.md).
+test-e2e: setup
+	$(BIN)/pytest -m e2e $(PYTEST_ARGS)
+
+test-slow: setup
+	$(BIN)/pytest -m 'slow and not device' $(PYTEST_ARGS)
 
 # The nodes' base image (debootstrap, about a minute, once) builds while the venv installs: it needs only
 # the standard library. `ascend-sim up` waits for it on the base's lock, and builds it itself if it failed.

@@ -26,7 +26,8 @@ from ascend_ready.provision import resolver as rv
 
 from .conftest import STACK, sim_fleet
 
-pytestmark = pytest.mark.sim
+# each play here is a minute or more on 2 cores: make test-e2e (tests/README.md says who runs it, when)
+pytestmark = [pytest.mark.sim, pytest.mark.e2e]
 
 PROFILES = "a2-ubuntu2204,a2-kylinv10,a2-centos76"
 NODES = ("node01", "node02", "node03")

@@ -11,7 +11,8 @@ from sim_support import served_apt_mirror
 
 from .conftest import STACK, sim_fleet
 
-pytestmark = pytest.mark.sim
+# each play here is a minute or more on 2 cores: make test-e2e (tests/README.md says who runs it, when)
+pytestmark = [pytest.mark.sim, pytest.mark.e2e]
 
 WANTED = ("make", "dkms", "gcc", "g++", "pciutils", "net-tools", "python3-venv")
 STACK_85 = "cann-8.5.0-torch-2.9.0"

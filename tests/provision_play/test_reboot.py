@@ -17,7 +17,8 @@ import pytest
 
 from .conftest import BIN, PLAYBOOKS, STACK, sim_fleet
 
-pytestmark = pytest.mark.sim
+# each play here is a minute or more on 2 cores: make test-e2e (tests/README.md says who runs it, when)
+pytestmark = [pytest.mark.sim, pytest.mark.e2e]
 
 NODES = ("node01", "node02")
 BOOT_ID = "cat /proc/sys/kernel/random/boot_id"
