@@ -161,17 +161,19 @@ def _base(version: str) -> str:
 #: real torch_npu registers them (PrivateUse1 renamed `npu`, the device module, `Tensor.npu()`), emulated on
 #: this machine's CPU, so that code written for an NPU runs unchanged on a simulated node: a tensor made
 #: on `npu:N` is a CPU tensor (the factories' PrivateUse1 kernels allocate on the CPU, every op after them
-#: dispatches to the CPU's), `torch.npu.synchronize()` has nothing to wait for, and `hccl` is a gloo group
-#: (its collectives take those CPU tensors). What the device computes is the CPU's, at the CPU's speed:
-#: npu.matmul judges those figures, never an NPU's. torch's Python backend hooks
-#: (`torch.utils.backend_registration._setup_privateuseone_for_python_backend`, torch 2.8+) are what this
-#: needs; on a torch without them (or the version-only stand-in torch) nothing is registered.
+#: dispatches to the CPU's), `torch.npu.synchronize()` has nothing to wait for, pinned memory is a copy,
+#: and `hccl` is a gloo group (its collectives take those CPU tensors). What the device computes is the
+#: CPU's, at the CPU's speed: npu.matmul judges those figures, never an NPU's. Not faithful: the device
+#: comes up at the process's first `set_device`, not at `import torch_npu` (a job on the CPU, as the
+#: simulated nodes train, never meets it: torch.accelerator stays the CPU there). It needs torch's Python
+#: backend hooks (`torch.utils.backend_registration._setup_privateuseone_for_python_backend`, in this
+#: machine's torch); on a torch without them, or the version-only stand-in torch, no device comes up.
 EMULATED_NPU = (
     "import torch\n"
     "\n"
     "import torch_npu.npu as _npu\n"
     "\n"
-    "_library = None  # the PrivateUse1 kernels: a torch.library.Library lives as long as it is referenced\n"
+    "_kernels = []  # the torch.library.Library objects: a kernel lives as long as its library does\n"
     "\n"
     "\n"
     "def _empty(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):\n"
@@ -182,13 +184,24 @@ EMULATED_NPU = (
     "    return torch.empty_strided(size, stride, dtype=dtype, device='cpu')\n"
     "\n"
     "\n"
+    "def _pin_memory(self, device=None):\n"
+    "    return self.clone()  # host memory of the emulated device is ordinary memory: a copy, as pinning\n"
+    "\n"
+    "\n"
+    "def _is_pinned(self, device=None):\n"
+    "    return False\n"
+    "\n"
+    "\n"
     "def _gloo(store, rank, size, timeout):\n"
     "    import torch.distributed as dist\n"
     "    return dist.ProcessGroupGloo(store, rank, size, timeout)\n"
     "\n"
     "\n"
-    "def _register():\n"
-    "    global _library\n"
+    "def bring_up():\n"
+    "    # The npu device, at the process's first set_device (as torch_npu initialises the device runtime\n"
+    "    # lazily), so that a job on the CPU never meets it. Once per process.\n"
+    "    if _kernels:\n"
+    "        return\n"
     "    try:\n"
     "        from torch.utils import backend_registration as reg\n"
     "        setup, hooks, guard = (reg._setup_privateuseone_for_python_backend,\n"
@@ -210,19 +223,28 @@ EMULATED_NPU = (
     "        def type_(self):\n"
     "            return torch._C._autograd.DeviceType.PrivateUse1\n"
     "\n"
+    "    if getattr(torch, 'npu', None) is _npu:\n"
+    "        del torch.npu  # registered again below, as the device module of the renamed PrivateUse1\n"
     "    setup(rename='npu', backend_module=_npu, hook=Hooks(), device_guard=Guard())\n"
-    "    _library = torch.library.Library('aten', 'IMPL', 'PrivateUse1')\n"
-    "    _library.impl('empty.memory_format', _empty)\n"
-    "    _library.impl('empty_strided', _empty_strided)\n"
+    "    device = torch.library.Library('aten', 'IMPL', 'PrivateUse1')\n"
+    "    device.impl('empty.memory_format', _empty)\n"
+    "    device.impl('empty_strided', _empty_strided)\n"
+    "    host = torch.library.Library('aten', 'IMPL', 'CPU')  # DataLoader(pin_memory=True) pins for npu\n"
+    "    host.impl('_pin_memory', _pin_memory)\n"
+    "    host.impl('is_pinned', _is_pinned)\n"
+    "    _kernels.extend((device, host))\n"
+    "\n"
+    "\n"
+    "def _register_backend():\n"
     "    try:\n"
     "        import torch.distributed as dist\n"
     "    except ImportError:\n"
-    "        return\n"
+    "        return  # the version-only stand-in torch\n"
     "    if dist.is_available() and 'hccl' not in dist.Backend.backend_list:\n"
     "        dist.Backend.register_backend('hccl', _gloo, devices=['cpu', 'npu'])\n"
     "\n"
     "\n"
-    "_register()\n"
+    "_register_backend()\n"
 )
 
 
@@ -373,6 +395,8 @@ def torch_npu_files(version: str) -> dict[str, str]:
         "                           'rtSetDevice:ErrCode=107001, desc=[device id error], '\n"
         "                           'InnerCode=0x7010003 (invalid device=' + str(index) + ')')\n"
         "    _current[0] = index\n"
+        "    from torch_npu import _emulated\n"
+        "    _emulated.bring_up()  # the npu device, on the CPU (sim/packages/wheels.py EMULATED_NPU)\n"
         "\n"
         "\n"
         "def current_device():\n"

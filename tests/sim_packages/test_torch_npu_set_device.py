@@ -51,6 +51,7 @@ def test_the_npu_device_computes_on_the_cpu_and_hccl_all_reduces_over_gloo(tmp_p
     # what the full tier's collective worker does on an NPU (checks/cluster/collective_worker.py), in one
     # process: a tensor on npu:1, a matmul, synchronize, an hccl group, an all-reduce and a barrier
     code = ("import torch.distributed as dist\n"
+            "print(torch.accelerator.current_accelerator())\n"  # none until the job asks for a device
             "torch.npu.set_device(1)\n"
             "d = torch.device('npu', torch.npu.current_device())\n"
             "a = torch.randn(8, 8, device=d, dtype=torch.bfloat16)\n"
@@ -62,8 +63,10 @@ def test_the_npu_device_computes_on_the_cpu_and_hccl_all_reduces_over_gloo(tmp_p
             "dist.all_reduce(t)\n"
             "dist.barrier()\n"
             "print(dist.get_backend(), t.tolist())\n"
-            "dist.destroy_process_group()\n")
+            "dist.destroy_process_group()\n"
+            "from torch.utils.data import DataLoader\n"  # the Trainer's loader pins for the accelerator
+            "print([b.tolist() for b in DataLoader([1, 2], batch_size=2, pin_memory=True)])\n")
     proc = _run(tmp_path, code)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["npu:1 cpu torch.Size([8, 8]) tensor(2.)",
-                                     "hccl [1.0, 1.0, 1.0, 1.0]"]
+    assert proc.stdout.splitlines() == ["None", "npu:1 cpu torch.Size([8, 8]) tensor(2.)",
+                                     "hccl [1.0, 1.0, 1.0, 1.0]", "[[1, 2]]"]
