@@ -140,8 +140,8 @@ from ascend_ready.training.metrics import read_metrics
 rows = [r for r in read_metrics(sys.argv[1]) if "loss/policy" in r]
 if [r["step"] for r in rows] != list(range(1, 11)):
     sys.exit(f"PPO logged policy steps {[r['step'] for r in rows]}, not 1..10")
-print(f"-- PPO: steps 1..10 logged, reward {rows[0].get('reward', float('nan')):.2f} at step 1, "
-      f"{rows[-1].get('reward', float('nan')):.2f} at step 10")
+print(f"-- PPO: steps 1..10 logged, mean reward {rows[0]['reward/mean']:.2f} at step 1, "
+      f"{rows[-1]['reward/mean']:.2f} at step 10")
 PY
 echo "-- no training process is left on either node:"
 for n in node01 node02; do
