@@ -38,11 +38,15 @@ INVENTORY=$("$BIN/python" -m ascend_ready.sim.harness.fleet "$WORK/inventory" --
 
 echo "$INVENTORY" > "$WORK/inventory.path"
 export PATH="$BIN:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg"
+# Reboots on, as on a real rack (fleet.py turns them off for the tests' fleets): the nodes load the driver
+# and firmware they were given and owe no reboot, which os.reboot_pending judges; a simulated reboot costs
+# a few seconds.
+extra=(-e '{"ascend_common_reboot": true, "ascend_common_reboot_timeout": 300}')
 if [ -n "${ASCEND_DEMO_OS_PREREQS_REPO:-}" ]; then
-  extra=(-e "$(printf '{"os_prereqs_repo": "%s"}' "$ASCEND_DEMO_OS_PREREQS_REPO")")
+  extra+=(-e "$(printf '{"os_prereqs_repo": "%s"}' "$ASCEND_DEMO_OS_PREREQS_REPO")")
 else
   # No mirror: fleet.py put in what the driver installer needs (net-tools).
-  extra=(--skip-tags os_prereqs)
+  extra+=(--skip-tags os_prereqs)
 fi
 echo "== ansible-playbook -i $INVENTORY site.yml   (first run: installs)   (${SECONDS}s)"
 "$BIN/ansible-playbook" -i "$INVENTORY" site.yml "${extra[@]}" | tail -n 12

@@ -13,7 +13,8 @@
 #   5. the preflight writes a launch spec; ascend-train grpo runs on both nodes from it (torchrun over SSH,
 #      gloo on CPU, the tiny config; each rank bound to its NPU's NUMA node of the presented Kunpeng host)
 #      in the training venv the playbook built on each node (the nodes do not see this checkout or its
-#      .venv), its outputs on the cluster's shared filesystem; held-out accuracy printed at the start and end
+#      .venv), its outputs on the cluster's shared filesystem; held-out accuracy printed at the start and end;
+#      then ascend-train ppo from the same spec, 10 steps, and no training process left on either node
 # Needs root (the simulator uses Linux namespaces). Env: ASCEND_DEMO_STACK (matrix stack id, instead of
 # the one resolved in step 0).
 set -euo pipefail
@@ -107,7 +108,7 @@ rc=0
 echo "-- ascend-train exited $rc before starting anything; clearing the fault"
 "$BIN/ascend-sim" fault node02 --clear
 
-step "5/5 train on both nodes: a launch spec from the preflight, then ascend-train grpo from it"
+step "5/5 train on both nodes: a launch spec from the preflight, then ascend-train grpo and ppo from it"
 SPEC=$REPO/runs/demo-launch-spec.json
 "$BIN/ascend-check" -i "$INVENTORY" --launch-spec "$SPEC" >/dev/null
 echo "-- the job runs in the training venv the playbook built on each node (the interpreter the gate judged):"
@@ -129,12 +130,32 @@ print("-- held-out accuracy (greedy answers to the 32 held-out questions): "
       + ", ".join(f"step {s}: {a:.2f}" for s, a in acc))
 print(f"-- held-out accuracy at the start: {acc[0][1]:.2f}, at the end: {acc[-1][1]:.2f}")
 PY
+echo "-- and ascend-train ppo (policy, value head and reference: ours) from the same spec, 10 steps   (${SECONDS}s)"
+rm -rf "$OUT-ppo"
+"$BIN/ascend-train" ppo --config tiny --launch-spec "$SPEC" -i "$INVENTORY" --output-dir "$OUT-ppo" \
+  --node-output-dir "$NODE_OUT-ppo" max_steps=10 save_every=10 eval_max_examples=0 batch_size=32
+"$BIN/python" - "$OUT-ppo/metrics.jsonl" <<'PY'
+import sys
+from ascend_ready.training.metrics import read_metrics
+rows = [r for r in read_metrics(sys.argv[1]) if "loss/policy" in r]
+if [r["step"] for r in rows] != list(range(1, 11)):
+    sys.exit(f"PPO logged policy steps {[r['step'] for r in rows]}, not 1..10")
+print(f"-- PPO: steps 1..10 logged, mean reward {rows[0]['reward/mean']:.2f} at step 1, "
+      f"{rows[-1]['reward/mean']:.2f} at step 10")
+PY
+echo "-- no training process is left on either node:"
+for n in node01 node02; do
+  left=$("$BIN/ascend-sim" exec "$n" -- ps -eo pid,args | grep -E '[a]scend_ready\.(training|checks\.cluster)' || true)
+  [ -z "$left" ] || { echo "error: $n still runs: $left" >&2; exit 1; }
+  echo "   $n: none"
+done
 # The shared filesystem goes with the cluster: keep the run where the demo was started.
-rm -rf "$REPO/runs/demo" && mkdir -p "$REPO/runs" && cp -r "$OUT" "$REPO/runs/demo"
+rm -rf "$REPO/runs/demo" "$REPO/runs/demo-ppo" && mkdir -p "$REPO/runs" && cp -r "$OUT" "$REPO/runs/demo" \
+  && cp -r "$OUT-ppo" "$REPO/runs/demo-ppo"
 OUT=$REPO/runs/demo
 echo
 echo "launch spec: $SPEC"
 echo "HTML report: $REPORT"
-echo "metrics: $OUT/metrics.jsonl"
+echo "metrics: $OUT/metrics.jsonl (PPO: $REPO/runs/demo-ppo/metrics.jsonl)"
 echo "plot:    $OUT/metrics.png"
 echo "tensorboard: $BIN/tensorboard --logdir $OUT/tensorboard"

@@ -22,7 +22,7 @@ from ascend_ready.runtime import detect_device
 from ascend_ready.training import launch as launch_mod
 from ascend_ready.training.config import TrainConfig, dump_config, load_config
 from ascend_ready.training.metrics import METRICS_FILE, PLOT_FILE, TB_DIR
-from ascend_ready.training.preflight import gate
+from ascend_ready.training.preflight import gate, slurm_step_of_judged_job
 
 ALGOS = ("grpo", "ppo", "sft", "rm")
 RESOLVED_CONFIG = "config.yaml"
@@ -127,8 +127,11 @@ def _launch(
 
             step = check_resume(out / CHECKPOINT_DIR, algo, cfg.model_dump(mode="json"))
             click.echo(f"resume: from step {step} of {out / CHECKPOINT_DIR}", err=True)
-        # hook (ops-launch, training/run_dir.py): a run directory that holds a run is never overwritten
-        run_dir.refuse_run_here(out, resume=resume)
+        # hook (ops-launch, training/run_dir.py): a run directory that holds a run is never overwritten;
+        # a Slurm job's node step is not judged again (the launcher did, before the step: another node's
+        # config.yaml is this run's, not an old one)
+        if not slurm_step_of_judged_job():
+            run_dir.refuse_run_here(out, resume=resume)
     if engine == "verl" and not across_nodes:  # across nodes: a Ray cluster, _launch_across_nodes
         from ascend_ready.training import verl_glue
 

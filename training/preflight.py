@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +115,15 @@ def run_preflight(
         return PreflightResult(proc.returncode, None, unreadable=exc.message, stderr=proc.stderr)
 
 
+def slurm_step_of_judged_job(env: Mapping[str, str] | None = None) -> bool:
+    """This process is the node step of a Slurm job whose launcher (training/slurm_launch.py, in the
+    allocation) judged the job before starting the step: every node's preflight and the run directory
+    (a run there is refused unless --resume). SLURM_GATED_ENV is the job id the launcher set for the step."""
+    env = os.environ if env is None else env
+    job = env.get("SLURM_JOB_ID")
+    return bool(job) and env.get(SLURM_GATED_ENV) == job
+
+
 def gate(
     command: str | None,
     hosts: list[str],
@@ -126,9 +136,8 @@ def gate(
     """Return if training may start; raise TrainingError (exit 1) with the failures otherwise, and
     LaunchSpecRefused (exit 1) when the preflight did not judge a check training needs (`waive`: those
     the operator lets go, printed)."""
-    job = os.environ.get("SLURM_JOB_ID")
-    if skip and job and os.environ.get(SLURM_GATED_ENV) == job:
-        log(f"preflight: judged on every node of Slurm job {job} before the start")
+    if skip and slurm_step_of_judged_job():
+        log(f"preflight: judged on every node of Slurm job {os.environ['SLURM_JOB_ID']} before the start")
         return
     if skip:
         log(SKIP_BANNER)

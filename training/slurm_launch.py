@@ -29,7 +29,7 @@ from pathlib import Path
 from ascend_ready.checks.cluster.port_plan import make_plan
 from ascend_ready.errors import ConfigError, TrainingError
 from ascend_ready.paths import check_output_dir
-from ascend_ready.training import slurm_prestart
+from ascend_ready.training import run_dir, slurm_prestart
 from ascend_ready.training.config import load_config
 from ascend_ready.training.job_ports import roles_for, slurm_slot
 from ascend_ready.training.launcher import LaunchResult
@@ -280,6 +280,9 @@ def launch(algo: str, config: str, output_dir: str | None, resume: bool, skip_pr
     """Run the job in this allocation (or write its sbatch script); the exit code of the srun step. `cfg`:
     the job's config as the command line made it (else read from `config` and `overrides`)."""
     out = Path(output_dir or f"runs/{algo}").absolute()
+    # the SSH launcher's refusal (training/run_dir.py), before the script, the gate or any mkdir: the node
+    # step is not judged again (preflight.slurm_step_of_judged_job)
+    run_dir.refuse_run_here(out, resume=resume)
     config_path = Path(config)
     config_arg = str(config_path.absolute()) if config_path.exists() else config  # a bundled name stays
     if opts.get("print_sbatch"):

@@ -157,6 +157,97 @@ def _base(version: str) -> str:
     return ".".join(m.groups())
 
 
+#: `torch_npu/_emulated.py` of the stand-in: the `npu` device and the `hccl` process-group backend as the
+#: real torch_npu registers them (PrivateUse1 renamed `npu`, the device module, `Tensor.npu()`), emulated on
+#: this machine's CPU, so that code written for an NPU runs unchanged on a simulated node: a tensor made
+#: on `npu:N` is a CPU tensor (the factories' PrivateUse1 kernels allocate on the CPU, every op after them
+#: dispatches to the CPU's), `torch.npu.synchronize()` has nothing to wait for, pinned memory is a copy,
+#: and `hccl` is a gloo group (its collectives take those CPU tensors). What the device computes is the
+#: CPU's, at the CPU's speed: npu.matmul judges those figures, never an NPU's. Not faithful: the device
+#: comes up at the process's first `set_device`, not at `import torch_npu` (a job on the CPU, as the
+#: simulated nodes train, never meets it: torch.accelerator stays the CPU there). It needs torch's Python
+#: backend hooks (`torch.utils.backend_registration._setup_privateuseone_for_python_backend`, in this
+#: machine's torch); on a torch without them, or the version-only stand-in torch, no device comes up.
+EMULATED_NPU = (
+    "import torch\n"
+    "\n"
+    "import torch_npu.npu as _npu\n"
+    "\n"
+    "_kernels = []  # the torch.library.Library objects: a kernel lives as long as its library does\n"
+    "\n"
+    "\n"
+    "def _empty(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):\n"
+    "    return torch.empty(size, dtype=dtype, device='cpu', memory_format=memory_format)\n"
+    "\n"
+    "\n"
+    "def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):\n"
+    "    return torch.empty_strided(size, stride, dtype=dtype, device='cpu')\n"
+    "\n"
+    "\n"
+    "def _pin_memory(self, device=None):\n"
+    "    return self.clone()  # host memory of the emulated device is ordinary memory: a copy, as pinning\n"
+    "\n"
+    "\n"
+    "def _is_pinned(self, device=None):\n"
+    "    return False\n"
+    "\n"
+    "\n"
+    "def _gloo(store, rank, size, timeout):\n"
+    "    import torch.distributed as dist\n"
+    "    return dist.ProcessGroupGloo(store, rank, size, timeout)\n"
+    "\n"
+    "\n"
+    "def bring_up():\n"
+    "    # The npu device, at the process's first set_device (as torch_npu initialises the device runtime\n"
+    "    # lazily), so that a job on the CPU never meets it. Once per process.\n"
+    "    if _kernels:\n"
+    "        return\n"
+    "    try:\n"
+    "        from torch.utils import backend_registration as reg\n"
+    "        setup, hooks, guard = (reg._setup_privateuseone_for_python_backend,\n"
+    "                               torch._C._acc.PrivateUse1Hooks, torch._C._acc.DeviceGuard)\n"
+    "    except (ImportError, AttributeError):\n"
+    "        return  # no Python backend hooks in this torch: no npu device (torch.npu still counts chips)\n"
+    "\n"
+    "    class Hooks(hooks):\n"
+    "        def is_available(self):\n"
+    "            return _npu.is_available()\n"
+    "\n"
+    "        def has_primary_context(self, dev_id):\n"
+    "            return True\n"
+    "\n"
+    "        def is_built(self):\n"
+    "            return True\n"
+    "\n"
+    "    class Guard(guard):\n"
+    "        def type_(self):\n"
+    "            return torch._C._autograd.DeviceType.PrivateUse1\n"
+    "\n"
+    "    if getattr(torch, 'npu', None) is _npu:\n"
+    "        del torch.npu  # registered again below, as the device module of the renamed PrivateUse1\n"
+    "    setup(rename='npu', backend_module=_npu, hook=Hooks(), device_guard=Guard())\n"
+    "    device = torch.library.Library('aten', 'IMPL', 'PrivateUse1')\n"
+    "    device.impl('empty.memory_format', _empty)\n"
+    "    device.impl('empty_strided', _empty_strided)\n"
+    "    host = torch.library.Library('aten', 'IMPL', 'CPU')  # DataLoader(pin_memory=True) pins for npu\n"
+    "    host.impl('_pin_memory', _pin_memory)\n"
+    "    host.impl('is_pinned', _is_pinned)\n"
+    "    _kernels.extend((device, host))\n"
+    "\n"
+    "\n"
+    "def _register_backend():\n"
+    "    try:\n"
+    "        import torch.distributed as dist\n"
+    "    except ImportError:\n"
+    "        return  # the version-only stand-in torch\n"
+    "    if dist.is_available() and 'hccl' not in dist.Backend.backend_list:\n"
+    "        dist.Backend.register_backend('hccl', _gloo, devices=['cpu', 'npu'])\n"
+    "\n"
+    "\n"
+    "_register_backend()\n"
+)
+
+
 def torch_npu_files(version: str) -> dict[str, str]:
     """A `torch_npu` that fails on import like the real one when torch or the CANN environment is wrong.
 
@@ -171,7 +262,9 @@ def torch_npu_files(version: str) -> dict[str, str]:
       manager devices (davinci_manager, devmm_svm, hisi_hdc) are not open to it, honouring
       ASCEND_RT_VISIBLE_DEVICES: is_available() is False on a node without them;
     - `set_device(N | 'npu:N' | torch.device)` / `current_device()` keep the current device as torch_npu
-      does, refusing a negative id and one the runtime does not see with torch_npu's own errors.
+      does, refusing a negative id and one the runtime does not see with torch_npu's own errors;
+    - on a real (CPU) torch, the `npu` device and the `hccl` backend exist as torch_npu registers them, run on
+      this machine's CPU and gloo (EMULATED_NPU).
     """
     base = _base(version)
     init = (
@@ -206,6 +299,8 @@ def torch_npu_files(version: str) -> dict[str, str]:
         "                      + ', found torch ' + _TORCH + ')')\n"
         "\n"
         "import torch_npu.npu  # noqa: E402\n"
+        "\n"
+        "import torch_npu._emulated  # noqa: E402,F401  (the npu device and the hccl backend, on CPU)\n"
         "\n"
         "torch.npu = torch_npu.npu  # the real torch_npu registers its device module as torch.npu\n"
         "\n"
@@ -264,6 +359,14 @@ def torch_npu_files(version: str) -> dict[str, str]:
         "    return device_count() > 0\n"
         "\n"
         "\n"
+        "def is_initialized():  # what torch asks of a device module (torch._register_device_module)\n"
+        "    return True\n"
+        "\n"
+        "\n"
+        "def _is_in_bad_fork():\n"
+        "    return False\n"
+        "\n"
+        "\n"
         "# The process's current device, as torch_npu keeps it per thread (c10_npu::SetDevice and\n"
         "# GetDevice in torch_npu/csrc/core/npu/NPUFunctions.cpp): a negative id fails its TORCH_CHECK,\n"
         "# an id the runtime does not see fails aclrtSetDevice with 107001 'device id error' (the\n"
@@ -292,6 +395,8 @@ def torch_npu_files(version: str) -> dict[str, str]:
         "                           'rtSetDevice:ErrCode=107001, desc=[device id error], '\n"
         "                           'InnerCode=0x7010003 (invalid device=' + str(index) + ')')\n"
         "    _current[0] = index\n"
+        "    from torch_npu import _emulated\n"
+        "    _emulated.bring_up()  # the npu device, on the CPU (sim/packages/wheels.py EMULATED_NPU)\n"
         "\n"
         "\n"
         "def current_device():\n"
@@ -358,6 +463,7 @@ def torch_npu_files(version: str) -> dict[str, str]:
     )
     return {
         "torch_npu/__init__.py": init,
+        "torch_npu/_emulated.py": EMULATED_NPU,
         "torch_npu/npu/__init__.py": npu,
         "torch_npu/utils/__init__.py": utils,
         "torch_npu/_C.py": c_ext,

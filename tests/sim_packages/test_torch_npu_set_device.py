@@ -45,3 +45,28 @@ def test_set_device_keeps_the_current_device_and_refuses_one_the_runtime_does_no
     assert lines[3] == "error NPU function error: aclrtSetDevice(device), error code is 107001"
     assert lines[4].startswith("rtSetDevice:ErrCode=107001, desc=[device id error]")
     assert lines[5] == "error device id must be positive!"
+
+
+def test_the_npu_device_computes_on_the_cpu_and_hccl_all_reduces_over_gloo(tmp_path):
+    # what the full tier's collective worker does on an NPU (checks/cluster/collective_worker.py), in one
+    # process: a tensor on npu:1, a matmul, synchronize, an hccl group, an all-reduce and a barrier
+    code = ("import torch.distributed as dist\n"
+            "print(torch.accelerator.current_accelerator())\n"  # none until the job asks for a device
+            "torch.npu.set_device(1)\n"
+            "d = torch.device('npu', torch.npu.current_device())\n"
+            "a = torch.randn(8, 8, device=d, dtype=torch.bfloat16)\n"
+            "print(d, a.device, (a @ a).shape, torch.ones(2).npu().sum())\n"
+            "torch.npu.synchronize()\n"
+            "store = dist.FileStore(" + repr(str(tmp_path / "store")) + ", 1)\n"
+            "dist.init_process_group('hccl', store=store, rank=0, world_size=1)\n"
+            "t = torch.ones(4, device=d)\n"
+            "dist.all_reduce(t)\n"
+            "dist.barrier()\n"
+            "print(dist.get_backend(), t.tolist())\n"
+            "dist.destroy_process_group()\n"
+            "from torch.utils.data import DataLoader\n"  # the Trainer's loader pins for the accelerator
+            "print([b.tolist() for b in DataLoader([1, 2], batch_size=2, pin_memory=True)])\n")
+    proc = _run(tmp_path, code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["None", "npu:1 cpu torch.Size([8, 8]) tensor(2.)",
+                                     "hccl [1.0, 1.0, 1.0, 1.0]", "[[1, 2]]"]

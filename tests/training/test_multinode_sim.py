@@ -206,6 +206,31 @@ def test_ppo_from_a_launch_spec_with_node_local_run_dirs(cluster, tmp_path):
     assert policy_steps(out) == list(range(1, STEPS + 3))
 
 
+def test_the_full_tiers_collective_runs_on_the_nodes_npus_over_hccl(cluster):
+    # issue 25 item 10: the full tier's worker on the venv the playbook built, as on an NPU node: the
+    # stand-in torch_npu's npu device (emulated on the CPU) and its hccl backend (gloo), torchrun across both
+    # nodes. One rank a node and a small sweep: the accelerator's (8 ranks, 4096^2 bf16, up to 256 MB) is
+    # an NPU's work, not a CPU's.
+    from ascend_ready.checks.cluster.collective_run import Sweep, run_collective
+    from ascend_ready.checks.preflight import profiles_for
+    from ascend_ready.fleet.transport import FanoutOptions
+
+    targets = load_inventory(PROVISIONED["inventory"])
+    profiles = profiles_for(targets, None)
+    assert {p.python for p in profiles.values()} == {NODE_PYTHON.replace("/home/ascend", "~ascend")}
+    rec = run_collective(targets, FanoutOptions(), profiles, sweep=Sweep("1K,64K", 5, 1, 64, 0.1),
+                         nproc_per_node=1, deadline_s=240)
+    assert rec.errors == {}, rec.errors
+    assert (rec.device, rec.backend) == ("npu", "hccl")
+    matmuls = sorted((m.host, m.device) for m in rec.measurements if m.kind == "matmul")
+    assert matmuls == [("node01", "npu:0"), ("node02", "npu:0")]
+    sizes = sorted(m.size_bytes for m in rec.measurements if m.kind == "allreduce" and m.host == "node01"
+                   and m.group == "all")
+    assert sizes == [1024, 65536]
+    for name in ("node01", "node02"):  # no worker left behind
+        assert "collective_worker" not in node_run(cluster, name, "ps", "-eo", "args").stdout
+
+
 class Running:
     """`ascend-train` started in the background, its stderr lines collected as they come."""
 

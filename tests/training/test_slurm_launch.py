@@ -202,3 +202,34 @@ def test_the_nodes_gate_is_skipped_only_for_the_job_the_gate_passed(monkeypatch)
     monkeypatch.setenv(slurm_launch.GATED_ENV, "41")  # another job's mark: the loud banner
     gate(None, [], None, 10, True, log=logs.append)
     assert "PREFLIGHT SKIPPED" in logs[-1]
+
+
+def test_a_run_dir_that_holds_a_run_is_refused_before_the_script_the_gate_or_srun(tmp_path, monkeypatch):
+    # the SSH launcher's refusal (training/run_dir.py), shared: a new run without --resume names the run
+    out = tmp_path / "r"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "config.yaml").write_text("old: run\n")
+    script = tmp_path / "job.sh"
+    sbatch = _slurm(out, "--print-sbatch", str(script))
+    assert sbatch.exit_code == 2, sbatch.output
+    assert f"--output-dir {out} already holds a run (config.yaml, checkpoints)" in sbatch.output
+    assert "--resume" in sbatch.output and not script.exists()
+
+    def never(argv, **kw):
+        raise AssertionError(f"ran {argv}")
+
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node[01,03]")
+    with pytest.raises(ConfigError, match="already holds a run"):
+        slurm_launch.launch("grpo", "tiny", str(out), False, True, (), {}, log=print, run=never)
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoints", "config.yaml"]
+    assert _slurm(out, "--print-sbatch", str(script), "--resume").exit_code == 0 and script.exists()
+
+
+def test_the_node_step_of_the_judged_job_is_not_judged_again():
+    from ascend_ready.training.preflight import slurm_step_of_judged_job
+
+    assert slurm_step_of_judged_job({"SLURM_JOB_ID": "42", slurm_launch.GATED_ENV: "42"})
+    assert not slurm_step_of_judged_job({"SLURM_JOB_ID": "42", slurm_launch.GATED_ENV: "41"})
+    assert not slurm_step_of_judged_job({slurm_launch.GATED_ENV: ""})
+    assert not slurm_step_of_judged_job({"SLURM_JOB_ID": "42"})
