@@ -87,11 +87,12 @@ def sim_cannot_pass(run_dir: Path, *, os_prereqs_repo: str | None = None,
             "for the kernel it reports (sim/harness/apt_mirror.py serves stand-ins to apt nodes)")
     elif rhel:
         out["os.kernel_headers"] = f"the yum/dnf stand-ins of {', '.join(rhel)} install nothing (no headers)"
-    # the nodes' torch_npu is the simulator's stand-in (sim/packages/wheels.py: it imports and counts the
-    # NPUs, and computes nothing), so no kernel runs on a simulated NPU: npu.sdc runs on the nodes with a
-    # CPU torch instead (tests/checks/test_sim_checks.py, the sdc fault)
-    out["npu.sdc"] = ("the simulator's torch_npu is a stand-in that computes nothing: no kernel runs on a "
-                      "simulated NPU to compare its bits")
+    # the nodes' torch_npu is the simulator's stand-in (sim/packages/wheels.py): its `npu` devices are this
+    # machine's CPU, so every simulated NPU computes the same bits by construction and one probe forks a
+    # CPU torch per device (8 a node): npu.sdc is judged on the session cluster instead, with the sdc fault
+    # that flips a device's bits (tests/checks/test_sim_checks.py)
+    out["npu.sdc"] = ("the simulator's NPUs are this machine's CPU (the stand-in torch_npu): their bits agree "
+                      "by construction, so npu.sdc is judged where the sdc fault is injected")
     return out
 
 
