@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from click.testing import CliRunner
 
+from ascend_ready.errors import SimError
 from ascend_ready.provision import matrix as mx
 from ascend_ready.provision import resolver as rv
 from ascend_ready.provision import training_sets as ts
@@ -63,9 +64,13 @@ def uv_cache():
     if shutil.which("uv") is None and not gen.Path(gen.sys.executable).with_name("uv").exists():
         pytest.skip("uv is not installed (make venv installs it)")
     sets = ts.load_training_sets()
-    if not (gen.uv_cache() / "simple-v28").is_dir():  # a fresh machine: ask the index once
-        row = sets.sets[0]
-        gen.compile_set(row.torch, row.python, row.platform, sets.exclude_newer, online=True)
+    for row in sets.sets:
+        # a fresh machine, or a cache that lacks this line's metadata (another uv pruned it, or an earlier
+        # fill asked for another torch): ask the index once for that line; the test then resolves offline
+        try:
+            gen.compile_set(row.torch, row.python, row.platform, sets.exclude_newer, online=False)
+        except SimError:
+            gen.compile_set(row.torch, row.python, row.platform, sets.exclude_newer, online=True)
     return sets
 
 
