@@ -91,8 +91,8 @@ def sim_cannot_pass(run_dir: Path, *, os_prereqs_repo: str | None = None,
     # machine's CPU, so every simulated NPU computes the same bits by construction and one probe forks a
     # CPU torch per device (8 a node): npu.sdc is judged on the session cluster instead, with the sdc fault
     # that flips a device's bits (tests/checks/test_sim_checks.py)
-    out["npu.sdc"] = ("the simulator's NPUs are this machine's CPU (the stand-in torch_npu): their bits agree "
-                      "by construction, so npu.sdc is judged where the sdc fault is injected")
+    out["npu.sdc"] = ("the simulator's NPUs are this machine's CPU (the stand-in torch_npu): their bits "
+                      "agree by construction, so npu.sdc is judged where the sdc fault is injected")
     return out
 
 
