@@ -97,10 +97,18 @@ def claim(job_id: str, hosts: Mapping[str, Any], facts: Mapping[str, Any], cfg: 
 def session_runner(sessions: Mapping[str, Any], timeout_s: float = 30.0) -> RunOn:
     """NodeClaims' `run` through the fleet's sessions (fleet/sessions.py), on the nodes at once."""
 
+    def one(node, script):
+        try:
+            r = sessions[node].run(script, timeout_s)
+        except Exception as exc:  # a node cut off mid-job: the release must still reach the others
+            # the transport's own error (an SSH channel timeout, a closed connection) is a reply no claim
+            # parser accepts, so a claim fails closed and a release leaves a stale claim the next launch reaps
+            return 255, f"unreachable: {type(exc).__name__}: {exc}"
+        return r.rc, r.stdout
+
     def run(nodes, script):
         with ThreadPoolExecutor(max_workers=min(32, max(1, len(nodes)))) as pool:
-            results = list(pool.map(lambda n: sessions[n].run(script, timeout_s), nodes))
-        return {n: (r.rc, r.stdout) for n, r in zip(nodes, results, strict=True)}
+            return dict(zip(nodes, pool.map(lambda n: one(n, script), nodes), strict=True))
 
     return run
 

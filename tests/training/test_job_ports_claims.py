@@ -179,3 +179,27 @@ def test_a_stranger_on_the_claimed_slot_refuses_and_gives_the_claim_back(tmp_pat
         PortClaims(tmp_path / "state").claim("j", NODES, lambda s: make_plan(s, "j", ["train"], devices),
                                              {"node02": parse_listeners(ss)}, on_nodes=claims)
     assert not (nodes.dir_of("node01") / "slot-0").exists()
+
+
+def test_a_node_the_transport_cannot_reach_answers_as_unreachable_and_the_others_still_run():
+    """A node cut off mid-job (paramiko's 'Timeout opening channel.' from its session): its reply is rc 255,
+    which no claim parser accepts, and the release still reaches every other node (the launcher's own
+    failure, not a traceback, is what the user sees)."""
+    from types import SimpleNamespace
+
+    from ascend_ready.training.job_ports import session_runner
+
+    class Cut:
+        def run(self, script, timeout_s):
+            raise OSError("Timeout opening channel.")
+
+    ran = []
+
+    class Up:
+        def run(self, script, timeout_s):
+            ran.append(script)
+            return SimpleNamespace(rc=0, stdout="released\n")
+
+    replies = session_runner({"node01": Up(), "node02": Cut()})(["node01", "node02"], "echo released")
+    assert replies["node01"] == (0, "released\n") and ran == ["echo released"]
+    assert replies["node02"][0] == 255 and "Timeout opening channel." in replies["node02"][1]
