@@ -150,7 +150,8 @@ def parse_claim_reply(text: str) -> ClaimReply:
     raise ParseError(CLAIM_REPLY_KIND, "not granted, held OWNER or error WHY", line_no=n, line=line)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` of this machine lives (one another user owns counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -188,7 +189,7 @@ class NodeClaims:
             return False
         if owner.get("controller_boot_id") != self.owner["controller_boot_id"]:
             return True
-        return not _alive(int(owner.get("pid") or 0))
+        return not pid_alive(int(owner.get("pid") or 0))
 
     def _try(self, nodes: Sequence[str], slot: int, reap: Sequence[str] = ()) -> dict[str, ClaimReply]:
         out = self.run(list(nodes), claim_script(self.directory, slot, self.owner, reap))

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ascend_ready.checks.cluster.port_claims import NodeClaims
+from ascend_ready.checks.cluster.port_claims import NodeClaims, pid_alive
 from ascend_ready.checks.parsers.sockets import parse_listeners
 from ascend_ready.checks.probes import Probe
 from ascend_ready.errors import ConfigError, ParseError, TrainingError
@@ -277,16 +277,6 @@ def claims_dir() -> Path:
     return Path(root) / "port-claims"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class PortClaims:
     """The controller's claimed slots: one JSON file per live job (job id, pid, nodes, ports) in
     claims_dir(), chosen and written under an exclusive flock. A claim of a process that is gone is
@@ -313,7 +303,7 @@ class PortClaims:
                 claim = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if claim.get("controller") == socket.gethostname() and not _alive(int(claim.get("pid", 0))):
+            if claim.get("controller") == socket.gethostname() and not pid_alive(int(claim.get("pid", 0))):
                 path.unlink(missing_ok=True)
                 continue
             out.append(claim)
