@@ -45,7 +45,7 @@ from ascend_ready.checks.resources.os import (
 from ascend_ready.checks.resources.output_dir import OutputDir
 from ascend_ready.checks.resources.pcie import Dmesg, PcieLinks, PciFunctions
 from ascend_ready.checks.resources.perf import AscendDmi, NodeSku
-from ascend_ready.checks.resources.perf_torch import DeviceCopies, TorchCopies
+from ascend_ready.checks.resources.perf_torch import DeviceCopies, DeviceFlops, TorchCopies
 from ascend_ready.checks.resources.sdc import SdcProbe
 from ascend_ready.checks.resources.versions import (
     CannComponents,
@@ -68,6 +68,7 @@ __all__ = [
     "ClockOffset",
     "CollectiveResult",
     "DeviceCopies",
+    "DeviceFlops",
     "DeviceNodes",
     "DiskFree",
     "Dmesg",
@@ -164,6 +165,7 @@ ALL: tuple[type[Resource], ...] = (
     TorchImport,
     TorchCopies,
     DeviceCopies,
+    DeviceFlops,
     TrainingEnv,
 )
 

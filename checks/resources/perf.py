@@ -55,8 +55,7 @@ DMI_P2P = _dmi("ascend-dmi-p2p", "--bw -t p2p -q", foreach=None, timeout_s=600,
 
 _MISSING_HINT = ("install the MindCluster ToolBox on the node (site.yml with toolbox_install: true, or "
                  "Ascend-mindx-toolbox_*.run --install), then run ascend-check --tier full again; without it "
-                 "the bandwidth checks measure with torch, and npu.matmul (torch, across the hosts) "
-                 "stands in for npu.flops")
+                 "the bandwidth and FLOPS checks measure with torch")
 
 
 class NodeSku(Resource):

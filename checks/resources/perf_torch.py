@@ -1,5 +1,6 @@
-"""Bandwidth measured with torch where Ascend's toolbox is not installed (full tier): device memory,
-host-device and device-device copies per device, on npu (torch_npu), cuda or cpu, by the training interpreter.
+"""Bandwidth and matmul TFLOPS measured with torch where Ascend's toolbox is not installed (full tier): device
+memory, host-device and device-device copies and an FP16 matmul per device, on npu (torch_npu), cuda or cpu,
+by the training interpreter.
 
 Where `ascend-dmi` is there (its set_env.sh, or on the training user's PATH) the probe measures nothing and
 says so: ascend-dmi's own tests are the reference (checks/resources/perf.py). The copies follow NVIDIA's
@@ -7,7 +8,9 @@ cuda-samples `bandwidthTest` (Samples/1_Utilities/bandwidthTest/bandwidthTest.cu
 counts each byte twice (read and written: `2.0f * memSize * MEMCOPY_ITERATIONS`), as ascend-dmi's d2d
 figure does (1539.6 GB/s on an A3 die of 1.6 TB/s nominal could not be one-way), host copies use pinned
 memory (`pageable` where pinning fails, and the figure says so), each timed after one warm-up copy. A
-device pair copies `src -> dst` with `dst.copy_(src)` (HCCS or NVLink where the pair has it).
+device pair copies `src -> dst` with `dst.copy_(src)` (HCCS or NVLink where the pair has it). The matmul is
+ascend-dmi -f's figure (FP16 cube TFLOPS): `torch.mm` of two 4096 x 4096 FP16 matrices, 2·n³ FLOPs each,
+timed after one warm-up (a CPU-only node multiplies 256 x 256 FP32, to show it ran, never to compare).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from ascend_ready.checks.resources.base import ProbeFailed, Resource, profile_pr
 from ascend_ready.checks.resources.perf import TOOLBOX_ENV, AscendDmi
 from ascend_ready.checks.resources.versions import _python
 
-__all__ = ["TORCH_BW", "TORCH_BW_CODE", "Copies", "DeviceCopies", "TorchCopies"]
+__all__ = ["TORCH_BW", "TORCH_BW_CODE", "Copies", "DeviceCopies", "DeviceFlops", "TorchCopies"]
 
 _DMI_TYPE = {"hbm": "d2d"}
 
@@ -67,7 +70,19 @@ def _host(torch, nbytes):
         return buf, "pageable"
 
 
-def measure(size=256 << 20, pair_size=64 << 20, iters=10, out=sys.stdout):
+def _tflops(torch, dev, dtype, n, iters, sync):
+    a = torch.randn(n, n, device=dev).to(dtype)
+    b = torch.randn(n, n, device=dev).to(dtype)
+    c = torch.mm(a, b)
+    sync()
+    start = time.perf_counter()
+    for _ in range(iters):
+        torch.mm(a, b, out=c)
+    sync()
+    return 2.0 * n ** 3 * iters / (time.perf_counter() - start) / 1e12
+
+
+def measure(size=256 << 20, pair_size=64 << 20, iters=10, flops_n=4096, out=sys.stdout):
     import torch
     kind, mod, extra = _accelerator()
     count = 1 if mod is None else mod.device_count()
@@ -78,6 +93,8 @@ def measure(size=256 << 20, pair_size=64 << 20, iters=10, out=sys.stdout):
         src = torch.empty(size, dtype=torch.uint8)
         dst = torch.empty_like(src)
         say("hbm cpu %.3f" % _gbps(lambda: dst.copy_(src), lambda: None, 2 * size, iters))
+        n = min(flops_n, 256)
+        say("flops cpu %.6g fp32" % _tflops(torch, torch.device("cpu"), torch.float32, n, iters, lambda: None))
         return
     for d in range(count):
         mod.set_device(d)
@@ -92,6 +109,7 @@ def measure(size=256 << 20, pair_size=64 << 20, iters=10, out=sys.stdout):
         d2h = _gbps(lambda: host.copy_(src, non_blocking=True), sync, size, iters)
         say("d2h %d %.3f %s" % (d, d2h, memory))
         del src, dst, host
+        say("flops %d %.6g fp16" % (d, _tflops(torch, dev, torch.float16, flops_n, iters, sync)))
     bufs = [torch.empty(pair_size, dtype=torch.uint8, device=_dev(torch, kind, d)) for d in range(count)]
     for s in range(count):
         for d in range(count):
@@ -129,12 +147,22 @@ class TorchCopies(Resource):
     def measured(self) -> TorchBandwidth:
         return parse_torch_bandwidth(self.host.stdout("torch-bandwidth"))
 
+    def torch_measured(self) -> TorchBandwidth:
+        """`measured`, asked for where ascend-dmi did not run: a torch probe that skipped for it is an error."""
+        t = self.measured
+        if t.skipped is not None:
+            raise ProbeFailed(f"ascend-dmi did not run for root on {self.host.name} (exit 127) while the "
+                              f"training user's shell finds it ({t.skipped}): neither measured",
+                              hint=f"make {TOOLBOX_ENV} readable and ascend-dmi executable for root, or "
+                              "reinstall the MindCluster ToolBox (toolbox_install: true)")
+        return t
+
 
 @dataclass(frozen=True)
 class Copies:
     """One metric's figures on a node and what measured them."""
 
-    values: dict[str, float]  # "device 0" (or "device 0 -> 1") -> GB/s
+    values: dict[str, float]  # "device 0" (or "device 0 -> 1") -> GB/s (TFLOPS for a matmul)
     device: str  # npu, cuda or cpu: what the figures are of
     source: str  # the tool and how, for the evidence
 
@@ -156,12 +184,7 @@ class DeviceCopies(Resource):
                 row = bw.largest(dev) or max(bw.rows, key=lambda r: r.size_bytes)
                 out[f"device {dev}"] = row.bandwidth_gbps
             return Copies(out, "npu", f"ascend-dmi --bw -t {_DMI_TYPE.get(metric, metric)} per device")
-        t = self.host.resource(TorchCopies).measured
-        if t.skipped is not None:
-            raise ProbeFailed(f"ascend-dmi did not run for root on {self.host.name} (exit 127) while the "
-                              f"training user's shell finds it ({t.skipped}): neither measured",
-                              hint=f"make {TOOLBOX_ENV} readable and ascend-dmi executable for root, or "
-                              "reinstall the MindCluster ToolBox (toolbox_install: true)")
+        t = self.host.resource(TorchCopies).torch_measured()
         versions = " ".join(f"{k} {v}" for k, v in t.versions.items())
         how = {"hbm": "a device-to-device copy_, bytes read + written" if t.device != "cpu"
                else "a host-memory copy_, bytes read + written",
@@ -172,3 +195,22 @@ class DeviceCopies(Resource):
         named = {(k if k == "cpu" else f"device {k}"): v for k, v in values.items()}
         return Copies(named, t.device or "cpu",
                       f"torch ({versions}) on {t.device} x {t.count}: {how}; ascend-dmi is not installed")
+
+
+class DeviceFlops(Resource):
+    """FP16 matmul TFLOPS per device: ascend-dmi -f's where it is installed, else torch's `torch.mm`."""
+
+    requires = (AscendDmi, TorchCopies)
+
+    def figures(self) -> Copies:
+        dmi = self.host.resource(AscendDmi)
+        if dmi.installed:
+            rows = {f"device {r.device}": r.value for per in dmi.flops.values() for r in per.rows}
+            return Copies(rows, "npu", "ascend-dmi -f -t fp16 per device")
+        t = self.host.resource(TorchCopies).torch_measured()
+        versions = " ".join(f"{k} {v}" for k, v in t.versions.items())
+        named = {(k if k == "cpu" else f"device {k}"): v for k, v in t.flops.items()}
+        size = "256 x 256" if t.device == "cpu" else "4096 x 4096"
+        return Copies(named, t.device or "cpu",
+                      f"torch ({versions}) on {t.device} x {t.count}: torch.mm of two {size} "
+                      f"{t.flops_dtype or 'fp16'} matrices; ascend-dmi is not installed")

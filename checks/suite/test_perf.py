@@ -1,5 +1,5 @@
 """Performance against the SKU (full tier): Ascend DMI's FLOPS, device-memory, host-device and device-device
-bandwidth per device (the bandwidths with torch where ascend-dmi is not installed), each judged against the
+bandwidth per device (with torch where ascend-dmi is not installed), each judged against the
 expected figure of the chip `npu-smi info` names (checks/profiles/sku_perf.yml) and against the fleet.
 
 A device below its absolute floor fails, naming it; one above the floor but more than 10 % below the fleet
@@ -16,10 +16,12 @@ import pytest
 
 from ascend_ready.checks.perf_sku import UNITS, Expected, expected_for, judge
 from ascend_ready.checks.registry import check, evidence, not_judged, warn
-from ascend_ready.checks.resources import AscendDmi, DeviceCopies, NodeSku, NpuSmi
+from ascend_ready.checks.resources import DeviceCopies, DeviceFlops, NodeSku, NpuSmi
+from ascend_ready.checks.resources.perf_torch import Copies
 from ascend_ready.errors import AscendReadyError
 
 Values = Callable[[object], dict[str, float]]
+Measured = Callable[[object], Copies]
 
 
 def _expected(host, metric: str) -> Expected | None:
@@ -80,41 +82,45 @@ def _dies(subject: str) -> float:
     return float(len(subject.removeprefix("device ").split("/")))
 
 
-def _flops(host) -> dict[str, float]:
-    rows = {}
-    for per in host.resource(AscendDmi).flops.values():
-        for r in per.rows:
-            rows[f"device {r.device}"] = r.value
-    return rows
+def _flops(host) -> Copies:
+    return host.resource(DeviceFlops).figures()
 
 
 @check(
     "npu.flops",
-    title="every device reaches its SKU's FP16 cube TFLOPS (ascend-dmi -f) and the fleet's",
+    title="every device reaches its SKU's FP16 cube TFLOPS (ascend-dmi -f, else torch) and the fleet's",
     severity="major",
     tier="full",
-    reads=[AscendDmi, NodeSku, NpuSmi],
+    reads=[DeviceFlops, NodeSku, NpuSmi],
     fix="Look at the named device: npu-smi info -t common / -t temp (clock throttling, temperature above "
     "90 C, power cap), other processes on it; run ascend-dmi -f -d N again once it is idle and cool; "
     "replace a device that stays slow",
 )
 def test_flops(host):
-    _judge(host, "npu.flops", "matmul", _flops, scale=_dies)
+    _judge_measured(host, "npu.flops", "matmul", _flops)
 
 
-def _copies(metric: str) -> Values:
-    """The node's figures of `metric` from ascend-dmi, else torch; none of a node torch ran on without an
-    NPU (a CPU's memory copy is no HBM figure: it stays out of the fleet median)."""
+def _copies(metric: str) -> Measured:
+    return lambda host: host.resource(DeviceCopies).figures(metric)
+
+
+def _on_npu(measured: Measured) -> Values:
+    """The node's figures from ascend-dmi, else torch; none of a node torch ran on without an NPU (a CPU's
+    memory copy is no HBM figure, its matmul no cube's: they stay out of the fleet median)."""
 
     def read(host) -> dict[str, float]:
-        got = host.resource(DeviceCopies).figures(metric)
+        got = measured(host)
         return got.values if got.device == "npu" else {}
 
     return read
 
 
 def _judge_copies(host, check_id: str, metric: str) -> None:
-    got = host.resource(DeviceCopies).figures(metric)
+    _judge_measured(host, check_id, metric, _copies(metric))
+
+
+def _judge_measured(host, check_id: str, metric: str, measured: Measured) -> None:
+    got = measured(host)
     evidence(f"measured with {got.source}")
     if got.device != "npu":
         shown = ", ".join(f"{k}: {v:.4g} {UNITS[metric]}" for k, v in got.values.items()) or "nothing"
@@ -127,7 +133,7 @@ def _judge_copies(host, check_id: str, metric: str) -> None:
         if metric == "p2p":
             pytest.skip(f"{host.name} has one device: no pair to copy between")
         not_judged(f"{got.source}: no figure for any device", hint="run ascend-check --tier full again")
-    _judge(host, check_id, metric, _copies(metric))
+    _judge(host, check_id, metric, _on_npu(measured), scale=_dies if metric == "matmul" else None)
 
 
 @check(

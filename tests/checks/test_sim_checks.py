@@ -595,9 +595,9 @@ def test_performance_checks_name_exactly_the_slow_part(node):
 
 
 def test_without_ascend_dmi_torch_measures_and_the_toolbox_installer_brings_it_back(node, tmp_path):
-    """node01's toolbox moved away: the bandwidth checks measure with torch (the lent checkout's CPU torch as
-    the training interpreter) and warn, naming the figure, that a CPU's copy cannot be compared to the 910B3
-    floor; the simulated MindCluster ToolBox installer (what the toolbox role runs: --install --quiet)
+    """node01's toolbox moved away: the bandwidth and FLOPS checks measure with torch (the lent checkout's CPU
+    torch as the training interpreter) and warn, naming the figure, that a CPU's copy or matmul cannot be
+    compared to the 910B3 floor; the simulated MindCluster ToolBox installer (what the toolbox role runs: --install --quiet)
     brings ascend-dmi back and they pass on it again."""
     import sys
 
@@ -606,7 +606,7 @@ def test_without_ascend_dmi_torch_measures_and_the_toolbox_installer_brings_it_b
     data["python"] = sys.executable
     prof = tmp_path / "torch-python.yml"
     prof.write_text(yaml.safe_dump(data))
-    copies = [c for c in PERF_CHECKS if c != "npu.flops"]
+    copies = list(PERF_CHECKS)
     targets = sim_targets(cluster.inventory_path, NODE, prof)
 
     def judge() -> dict:
@@ -621,6 +621,10 @@ def test_without_ascend_dmi_torch_measures_and_the_toolbox_installer_brings_it_b
         assert "sees no NPU, only cpu (measured cpu: " in hbm.message, hbm.message
         assert "cannot be compared to the 910B3 floor 1440 GB/s" in hbm.message
         assert any(line.startswith("measured with torch (torch ") for line in hbm.evidence), hbm.evidence
+        flops = torch["npu.flops"]
+        assert "sees no NPU, only cpu (measured cpu: " in flops.message, flops.message
+        assert "cannot be compared to the 910B3 floor 266.1 TFLOPS" in flops.message
+        assert any("torch.mm of two 256 x 256 fp32 matrices" in line for line in flops.evidence), flops.evidence
         sh(cluster, "cd /tmp/pkgs && sh ./Ascend-mindx-toolbox_*_linux-x86_64.run --install --quiet")
         back = judge()
         assert {c: r.status for c, r in back.items()} == dict.fromkeys(copies, "pass"), back
