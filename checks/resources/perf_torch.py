@@ -134,8 +134,8 @@ def TORCH_BW(profile: HardwareProfile) -> dict:
             'echo "skipped: ascend-dmi is installed (its tests measure instead)"; exit 0; fi; ')
     # not in the background: the copies hold the devices, as ascend-dmi's tests do (one at a time)
     return {"shell": skip + run["shell"], "as_user": True, "timeout_s": 300, "tool": "",
-            "description": "device memory, host-device and device-device GB/s with torch, where ascend-dmi "
-            "is not installed (npu, cuda or cpu)"}
+            "description": "device memory, host-device and device-device GB/s and FP16 matmul TFLOPS with "
+            "torch, where ascend-dmi is not installed (npu, cuda or cpu)"}
 
 
 class TorchCopies(Resource):
