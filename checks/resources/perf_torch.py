@@ -94,7 +94,8 @@ def measure(size=256 << 20, pair_size=64 << 20, iters=10, flops_n=4096, out=sys.
         dst = torch.empty_like(src)
         say("hbm cpu %.3f" % _gbps(lambda: dst.copy_(src), lambda: None, 2 * size, iters))
         n = min(flops_n, 256)
-        say("flops cpu %.6g fp32" % _tflops(torch, torch.device("cpu"), torch.float32, n, iters, lambda: None))
+        cpu = torch.device("cpu")
+        say("flops cpu %.6g fp32" % _tflops(torch, cpu, torch.float32, n, iters, lambda: None))
         return
     for d in range(count):
         mod.set_device(d)
@@ -148,7 +149,7 @@ class TorchCopies(Resource):
         return parse_torch_bandwidth(self.host.stdout("torch-bandwidth"))
 
     def torch_measured(self) -> TorchBandwidth:
-        """`measured`, asked for where ascend-dmi did not run: a torch probe that skipped for it is an error."""
+        """`measured` where ascend-dmi did not run: a torch probe that skipped for it is an error."""
         t = self.measured
         if t.skipped is not None:
             raise ProbeFailed(f"ascend-dmi did not run for root on {self.host.name} (exit 127) while the "
