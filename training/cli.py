@@ -20,6 +20,7 @@ from ascend_ready.cli_guard import GuardedGroup, debug_option
 from ascend_ready.errors import ConfigError
 from ascend_ready.runtime import detect_device
 from ascend_ready.training import launch as launch_mod
+from ascend_ready.training import sniff
 from ascend_ready.training.config import TrainConfig, dump_config, load_config
 from ascend_ready.training.metrics import METRICS_FILE, PLOT_FILE, TB_DIR
 from ascend_ready.training.preflight import gate, slurm_step_of_judged_job
@@ -305,15 +306,19 @@ def _finish(out: Path, request) -> None:
 
 
 def _report(out: Path, summary: dict) -> None:
-    """Where the results are: for people on stderr, one JSON line on stdout for scripts."""
+    """Where the results are: for people on stderr, one JSON line on stdout for scripts (with the sniffs'
+    account, the ranks they named and their hosts, where the run sniffed: --sniff-every)."""
     metrics, plot = out / METRICS_FILE, out / PLOT_FILE
+    sniffed = sniff.summarize(out / sniff.SNIFF_FILE)
+    for line in sniff.summary_lines(sniffed) if sniffed else ():
+        click.echo(line, err=True)
     click.echo(
         f"metrics:     {metrics}\nplot:        {plot}\ntensorboard: tensorboard --logdir {out / TB_DIR}",
         err=True,
     )
-    click.echo(
-        json.dumps({**summary, "metrics": str(metrics), "plot": str(plot) if plot.is_file() else None})
-    )
+    extra = {"sniff": sniffed} if sniffed else {}
+    shown = str(plot) if plot.is_file() else None
+    click.echo(json.dumps({**summary, "metrics": str(metrics), "plot": shown, **extra}))
 
 
 def _algo_command(algo: str, help_text: str):
@@ -394,9 +399,9 @@ def _algo_command(algo: str, help_text: str):
                   help="--print-sbatch: the partition [Slurm's default].")
     @click.argument("overrides", nargs=-1)
     def command(**kw):
-        sniff = kw.pop("sniff_every", None)
-        if sniff is not None:  # an override, so it travels to every node's workers with the others
-            kw["overrides"] = (*kw["overrides"], f"sniff_every={sniff}")
+        every = kw.pop("sniff_every", None)
+        if every is not None:  # an override, so it travels to every node's workers with the others
+            kw["overrides"] = (*kw["overrides"], f"sniff_every={every}")
         if kw.get("launcher") == "slurm" or kw.get("print_sbatch"):
             _launch_slurm(algo, **kw)
         for flag in ("launcher", "print_sbatch", "sbatch_time", "sbatch_gres", "sbatch_partition"):

@@ -624,7 +624,7 @@ def train(cfg: TrainConfig, rt: Runtime, output_dir: Path, resume: bool = False)
             metrics["loss/total"] = metrics["loss/policy"] + p.vf_coef * metrics["loss/value"]
             metrics.update(throughput.step(metrics, policy.actor))
             if cfg.sniff_every and step % cfg.sniff_every == 0:
-                sniff_model(step, policy.actor, rt.rank)
+                sniff_model(step, policy.actor, rt.rank, output_dir)
             if step % cfg.logging_steps == 0 or step == cfg.max_steps:
                 logger.log(step, reduce_mean(metrics, rt))
             if step % cfg.save_every == 0 or step == cfg.max_steps:

@@ -169,7 +169,7 @@ class AscendCallback(require("transformers").TrainerCallback):
 
     def on_step_end(self, args, state, control, model=None, **kw):
         if self.cfg.sniff_every and state.global_step % self.cfg.sniff_every == 0 and model is not None:
-            sniff_model(state.global_step, model, args.process_index)
+            sniff_model(state.global_step, model, args.process_index, self.logger.path.parent)
         every = self.cfg.eval_every
         if every and state.global_step % every == 0 and state.global_step < state.max_steps:
             self._eval(state, model)

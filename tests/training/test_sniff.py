@@ -1,14 +1,32 @@
-"""`--sniff-every`: the straggler rule by hand, and three gloo ranks of which one runs under a CPU quota (the
-CFS bandwidth control the simulator's cpu-throttle fault puts a node under) named with its host."""
+"""`--sniff-every`: the straggler rule by hand and on a real run's figures (three simulated nodes, node03
+under the simulator's cpu-throttle fault: tests/training/test_sniff_sim.py wrote them), what the run writes
+of it (sniff.jsonl, the closing JSON line), and three gloo ranks of which one runs under a CPU quota (the CFS
+bandwidth control the cpu-throttle fault puts a node under) named with its host."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
-from ascend_ready.training.sniff import Sample, outliers, report_lines
+from ascend_ready.errors import ConfigError
+from ascend_ready.training.sniff import (
+    SNIFF_FILE,
+    Sample,
+    named,
+    outliers,
+    read_sniffs,
+    record,
+    report_lines,
+    summarize,
+    summary_lines,
+)
+
+#: sniff.jsonl of `ascend-train grpo -c tiny --sniff-every 1` on node01-node03 of the provisioned simulated
+#: fleet, node03 at 10 % of a CPU (cpu-throttle) from the first step on (tests/training/test_sniff_sim.py)
+CAPTURE = Path(__file__).parent / "multinode_captures" / "sniff-node03-cpu-throttle.jsonl"
 
 
 def test_the_rule_by_hand():
@@ -30,6 +48,70 @@ def test_report_names_rank_and_host():
     assert lines[1].startswith("sniff step 7: rank 2 on node02 is a matmul outlier: 31 ms, 81 % slower "
                                "than the mean 17.1 ms (1.4 sigma)")
     assert not any("all-reduce outlier" in line for line in lines)
+
+
+def test_a_real_runs_figures_name_the_throttled_rank_and_its_host():
+    entries = read_sniffs(CAPTURE)
+    for entry in entries:  # the rule, applied again to each sniff's per-rank figures, names what the run did
+        assert named([Sample(**r) for r in entry["ranks"]]) == entry["outliers"]
+    summary = summarize(CAPTURE)
+    slow = {(o["rank"], o["host"]): o for o in summary["outliers"] if o["side"] == "slower"}
+    assert set(slow) == {(2, "node03")} and slow[(2, "node03")]["what"] == "matmul"
+    assert set(slow[(2, "node03")]["steps"]) >= {3, 4}
+    line = next(ln for ln in summary_lines(summary) if "rank 2 on node03" in ln)
+    assert line.startswith("sniff: rank 2 on node03 was a matmul outlier in ")
+    assert "% slower than the mean" in line
+
+
+def test_the_runs_closing_json_line_carries_the_sniffs(tmp_path, capsys):
+    from ascend_ready.training.cli import _report
+
+    (tmp_path / SNIFF_FILE).write_text(CAPTURE.read_text())
+    _report(tmp_path, {"step": 4})
+    shown = capsys.readouterr()
+    got = json.loads(shown.out.strip().splitlines()[-1])
+    assert got["step"] == 4 and got["sniff"] == summarize(tmp_path / SNIFF_FILE)
+    assert "sniff: rank 2 on node03 was a matmul outlier in " in shown.err
+    (tmp_path / SNIFF_FILE).unlink()  # a run that did not sniff says nothing of it
+    _report(tmp_path, {"step": 4})
+    shown = capsys.readouterr()
+    assert "sniff" not in json.loads(shown.out) and "sniff" not in shown.err
+
+
+def test_record_and_summary_by_hand(tmp_path):
+    path = tmp_path / SNIFF_FILE
+    # mean 17.133, population sd 9.810: rank 2 is 13.867 ms (80.9 %, 1.41 sigma) slower
+    slow = [Sample(0, "node01", 10.0, 5.0), Sample(1, "node02", 10.4, 5.1), Sample(2, "node03", 31.0, 5.0)]
+    even = [Sample(0, "node01", 10.0, 5.0), Sample(1, "node02", 10.1, 5.0), Sample(2, "node03", 10.2, 5.1)]
+    record(path, 2, slow)
+    record(path, 4, even)
+    record(path, 6, slow)
+    first = read_sniffs(path)[0]
+    assert first["ranks"][2] == {"rank": 2, "host": "node03", "matmul_ms": 31.0, "allreduce_ms": 5.0}
+    assert first["outliers"] == [{"rank": 2, "host": "node03", "what": "matmul", "ms": 31.0,
+                                  "mean_ms": 17.133, "pct": 80.9, "sigma": 1.41, "side": "slower"}]
+    summary = summarize(path)
+    assert summary == {"file": str(path), "sniffs": 3, "steps": [2, 4, 6], "outliers": [
+        {"rank": 2, "host": "node03", "what": "matmul", "side": "slower", "steps": [2, 6],
+         "worst_pct": 80.9}]}
+    assert summary_lines(summary) == ["sniff: rank 2 on node03 was a matmul outlier in 2 of 3 sniff(s) "
+                                      "(steps 2, 6), up to 81 % slower than the mean"]
+    assert summary_lines(summarize(path.parent / "none.jsonl") or {"sniffs": 1, "outliers": []}) == [
+        "sniff: 1 sniff(s), no rank more than 10 % and 1 sigma off the mean"]
+
+
+@pytest.mark.parametrize(("line", "words"), [
+    ("{not json", "not a JSON record"),
+    ('{"step": "3", "ranks": [], "outliers": []}', "not a sniff record"),
+    ('{"step": 3, "ranks": []}', "not a sniff record"),
+    ("[1, 2]", "not a sniff record"),
+])
+def test_a_sniff_file_that_is_not_one_is_refused_naming_the_line(tmp_path, line, words):
+    path = tmp_path / SNIFF_FILE
+    path.write_text('{"step": 1, "ranks": [], "outliers": []}\n' + line + "\n")
+    with pytest.raises(ConfigError) as exc:
+        read_sniffs(path)
+    assert f"{path}:2: {words}" in exc.value.message
 
 
 def _rank(rank: int, world: int, port: int, group: str | None, queue) -> None:
