@@ -567,15 +567,22 @@ PERF_FAULTS = [
 
 def test_performance_checks_name_exactly_the_slow_part(node):
     """A clean node passes every performance check with measured, expected, floor and source in its JSON
-    evidence; each performance fault fails exactly its check(s) on its absolute floor, the rest pass."""
+    evidence; each performance fault fails exactly its check(s) on its absolute floor, the rest pass, and the
+    failing device's measured, expected, floor and source are in the JSON report and on the HTML page."""
+    import html
+
+    from ascend_ready.checks.html_report import render_html
     from ascend_ready.sim import faults
 
     cluster, profile_path = node
     targets = sim_targets(cluster.inventory_path, NODE, profile_path)
+    pages: list[tuple[str, str]] = []
 
     def judge() -> dict:
         options = PreflightOptions(tier="full", select=list(PERF_CHECKS), profile=str(profile_path))
-        return {r.check_id: r for r in preflight(targets, options).results}
+        report = preflight(targets, options)
+        pages[:] = [(report.model_dump_json(), html.unescape(render_html(report)))]
+        return {r.check_id: r for r in report.results}
 
     clean = judge()
     assert {c: r.status for c, r in clean.items()} == dict.fromkeys(PERF_CHECKS, "pass")
@@ -592,6 +599,10 @@ def test_performance_checks_name_exactly_the_slow_part(node):
         assert statuses == {c: "fail" if c in failing else "pass" for c in PERF_CHECKS}, (kind, statuses)
         for c in failing:
             assert text in got[c].message and "the absolute floor binds" in got[c].message, got[c].message
+            line = next(e for e in got[c].evidence if e.startswith(text.rsplit(": ", 1)[0] + ": measured "))
+            assert all(w in line for w in (", expected ", ", floor ", "source: ")), line
+            for shown in pages[0]:  # the JSON report, the HTML page
+                assert line in shown, (kind, line)
 
 
 def test_without_ascend_dmi_torch_measures_and_the_toolbox_installer_brings_it_back(node, tmp_path):
