@@ -9,6 +9,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ascend_ready.errors import ConfigError
@@ -96,8 +97,15 @@ class MetricsLogger:
 
 def read_metrics(path: Path) -> list[dict]:
     """The records of a metrics.jsonl; ConfigError naming the file, or the line, that cannot be read."""
+    return read_jsonl(path, hint="give the output dir of an ascend-train run (it holds metrics.jsonl, one "
+                      "JSON record a line)", what="a metrics record (no integer 'step')",
+                      valid=lambda r: isinstance(r, dict) and isinstance(r.get("step"), int))
+
+
+def read_jsonl(path: Path, *, hint: str, what: str, valid: Callable[[object], bool]) -> list[dict]:
+    """The records of a file of one JSON record a line that each pass `valid`; ConfigError naming the file,
+    or the line (as not `what`), that cannot be read."""
     path = Path(path)
-    hint = "give the output dir of an ascend-train run (it holds metrics.jsonl, one JSON record a line)"
     try:
         text = path.read_text()
     except UnicodeDecodeError as exc:
@@ -113,9 +121,8 @@ def read_metrics(path: Path) -> list[dict]:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{no}: not a JSON record ({exc.msg}): {line[:80]!r}",
                               hint=hint) from None
-        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            raise ConfigError(f"{path}:{no}: not a metrics record (no integer 'step'): {line[:80]!r}",
-                              hint=hint)
+        if not valid(record):
+            raise ConfigError(f"{path}:{no}: not {what}: {line[:80]!r}", hint=hint)
         records.append(record)
     return records
 

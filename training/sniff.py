@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ascend_ready.errors import ConfigError
+from ascend_ready.training.metrics import read_jsonl
 
 __all__ = ["SNIFF_FILE", "Sample", "measure", "named", "outliers", "read_sniffs", "record", "report_lines",
            "sniff", "sniff_model", "summarize", "summary_lines"]
@@ -95,23 +95,11 @@ def record(path: Path, step: int, samples: list[Sample]) -> dict:
 
 
 def read_sniffs(path: Path) -> list[dict]:
-    """The records of a sniff.jsonl; ConfigError naming the line that is not one."""
-    hint = "sniff.jsonl is written by a run with --sniff-every N, one JSON record a line"
-    entries = []
-    for no, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{no}: not a JSON record ({exc.msg}): {line[:80]!r}",
-                              hint=hint) from None
-        if not (isinstance(entry, dict) and isinstance(entry.get("step"), int)
-                and isinstance(entry.get("ranks"), list) and isinstance(entry.get("outliers"), list)):
-            raise ConfigError(f"{path}:{no}: not a sniff record (step, ranks, outliers): {line[:80]!r}",
-                              hint=hint)
-        entries.append(entry)
-    return entries
+    """The records of a sniff.jsonl; ConfigError naming the file, or the line, that is not one."""
+    return read_jsonl(path, hint="a run with --sniff-every N writes sniff.jsonl, one JSON record a line",
+                      what="a sniff record (step, ranks, outliers)",
+                      valid=lambda e: isinstance(e, dict) and isinstance(e.get("step"), int)
+                      and isinstance(e.get("ranks"), list) and isinstance(e.get("outliers"), list))
 
 
 def summarize(path: Path) -> dict | None:
