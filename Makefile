@@ -11,6 +11,9 @@ BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 VERL_VERSION ?= 0.9.1
 PYTEST_ARGS ?=
+# two workers overlap the waits on simulated nodes (tests/xdist_support.py); TEST_WORKERS=0 runs in one process
+TEST_WORKERS ?= 2
+XDIST_ARGS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 OLDEST_SET := .venv-oldest-set
 
@@ -43,7 +46,7 @@ lint: venv
 	@if ls playbooks/*.yml >/dev/null 2>&1; then (cd playbooks && ../$(BIN)/ansible-lint --profile production); fi
 
 test: setup lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST_ARGS) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-oldest-set
 
 # The trainers' tiny runs (GRPO, PPO, SFT, RM, resume, NaN stop) on the oldest training set of

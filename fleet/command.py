@@ -13,12 +13,14 @@ import math
 import shlex
 from dataclasses import dataclass
 
-__all__ = ["GRACE_S", "TIMEOUT_RC", "CommandResult", "bounded"]
+__all__ = ["GRACE_S", "TIMEOUT_RC", "UNREACHABLE_RC", "CommandResult", "bounded"]
 
 #: what a command gets between TERM and KILL on the node once its time is up
 GRACE_S = 5
 #: the exit status of a command stopped at its time limit (coreutils `timeout`: 124, or 137 after KILL)
 TIMEOUT_RC = 124
+#: the exit status of a command whose node could not be reached (ssh(1)'s own)
+UNREACHABLE_RC = 255
 
 
 @dataclass(frozen=True)

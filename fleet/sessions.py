@@ -19,8 +19,15 @@ from pathlib import Path, PurePosixPath
 
 from ascend_ready.errors import ConfigError, HostUnreachable
 from ascend_ready.fleet.become import Become
-from ascend_ready.fleet.command import GRACE_S, TIMEOUT_RC, CommandResult, bounded
-from ascend_ready.fleet.transport import FanoutOptions, Target, _kill_session, _kill_tree, ssh_client
+from ascend_ready.fleet.command import GRACE_S, TIMEOUT_RC, UNREACHABLE_RC, CommandResult, bounded
+from ascend_ready.fleet.transport import (
+    FanoutOptions,
+    Target,
+    _import_paramiko,
+    _kill_session,
+    _kill_tree,
+    ssh_client,
+)
 
 __all__ = ["LocalSession", "Remote", "Session", "SshSession", "open_sessions"]
 
@@ -51,7 +58,8 @@ class Session:
 
     def run(self, command: str, timeout_s: float, *, user: str | None = None) -> CommandResult:
         """A short shell command, stdout and stderr apart; stopped on the node after `timeout_s` (then
-        rc 124 and timed_out)."""
+        rc 124 and timed_out); a node that cannot be reached answers rc 255 (UNREACHABLE_RC), its reason
+        in stderr, as ssh(1) does."""
         raise NotImplementedError
 
     def start(self, command: str) -> Remote:
@@ -212,6 +220,14 @@ class SshSession(Session):
         return self._sftp
 
     def run(self, command: str, timeout_s: float, *, user: str | None = None) -> CommandResult:
+        try:
+            return self._run(command, timeout_s, user)
+        except (OSError, EOFError, _import_paramiko().SSHException) as exc:
+            # a node cut off mid-job ("Timeout opening channel.", a closed connection) answers as ssh(1)
+            # does, rc 255, so every caller (a claim release reaching the other nodes) gets a result
+            return CommandResult(UNREACHABLE_RC, "", f"unreachable: {type(exc).__name__}: {exc}")
+
+    def _run(self, command: str, timeout_s: float, user: str | None) -> CommandResult:
         chan = self.client.get_transport().open_session(timeout=10)
         # the node stops it at timeout_s (bounded); the controller waits the node's grace on top
         chan.exec_command(bounded(self.as_user(command, user), timeout_s))

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
 import pytest
-from sample_support import REPO, SAMPLES_DIR, read_sample  # noqa: F401  (re-exported for fixtures)
+from sample_support import REPO, SAMPLES_DIR, read_sample
+from xdist_support import group_and_order, isolate_worker
+
+# Under pytest-xdist (make test: -n 2) each worker gets simulated clusters of its own: run dirs and subnets
+# are set here, before sim_support and tests/provision_play/conftest.py read them at import.
+isolate_worker(os.environ)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Each test module is one xdist group (module- and session-scoped clusters stay on one worker), the
+    modules sharing the provisioned fleet one group together, the groups ordered longest first
+    (tests/durations.json) so that the two workers finish together."""
+    if "PYTEST_XDIST_WORKER" in os.environ:  # a plain run keeps its collection order
+        items[:] = group_and_order(items, REPO / "tests" / "durations.json")
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +59,11 @@ def sample():
 SIM_PROFILES = "a2-ubuntu2204,a2-kylinv10,a2-centos76,a3-openeuler2203"
 #: kept apart from a user's own cluster (/run/ascend-sim, 10.251.0.0/24)
 SIM_RUN_DIR = os.environ.get("ASCEND_SIM_TEST_RUN_DIR", "/run/ascend-sim-pytest")
-SIM_SUBNET = os.environ.get("ASCEND_SIM_TEST_SUBNET", "10.251.200.0/24")
+SIM_SUBNET_24 = os.environ.get("ASCEND_SIM_TEST_SUBNET", "10.251.200.0/24")
+#: the session cluster takes the lower half of the session's /24: the upper half holds the modules' own
+#: clusters (sim_support.own_cluster's slots 4-6), which may come up before it (xdist runs the provisioned
+#: fleet's group first), and a subnet that already routes one of them is refused (sim/net.py check_free)
+SIM_SUBNET = str(next(ipaddress.ip_network(SIM_SUBNET_24).subnets(new_prefix=25)))
 
 
 def sim_preconditions() -> str | None:

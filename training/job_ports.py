@@ -30,6 +30,7 @@ from ascend_ready.checks.cluster.port_plan import (
     refuse_held,
 )
 from ascend_ready.checks.report import write_atomic
+from ascend_ready.fleet.command import UNREACHABLE_RC
 
 __all__ = ["SPEC_COPY", "claim", "roles_for", "session_runner", "slurm_slot", "write_job_spec"]
 
@@ -98,13 +99,10 @@ def session_runner(sessions: Mapping[str, Any], timeout_s: float = 30.0) -> RunO
     """NodeClaims' `run` through the fleet's sessions (fleet/sessions.py), on the nodes at once."""
 
     def one(node, script):
-        try:
-            r = sessions[node].run(script, timeout_s)
-        except Exception as exc:  # a node cut off mid-job: the release must still reach the others
-            # the transport's own error (an SSH channel timeout, a closed connection) is a reply no claim
-            # parser accepts, so a claim fails closed and a release leaves a stale claim the next launch reaps
-            return 255, f"unreachable: {type(exc).__name__}: {exc}"
-        return r.rc, r.stdout
+        # a node cut off mid-job answers rc 255 with its reason (Session.run): no claim parser accepts
+        # that, so a claim fails closed and a release leaves a stale claim the next launch reaps
+        r = sessions[node].run(script, timeout_s)
+        return r.rc, (r.stderr if r.rc == UNREACHABLE_RC else r.stdout)
 
     def run(nodes, script):
         with ThreadPoolExecutor(max_workers=min(32, max(1, len(nodes)))) as pool:

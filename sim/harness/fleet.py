@@ -8,6 +8,7 @@ Usage: python -m ascend_ready.sim.harness.fleet OUT_DIR --packages DIR --stack I
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import resource
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from ascend_ready.errors import SimError
 from ascend_ready.provision.hccn import host_vars as hccn_host_vars
 from ascend_ready.provision.hccn import plan_device_nics
 from ascend_ready.sim import profiles
@@ -203,10 +205,18 @@ def write_inventory(run_dir: Path, out: Path, packages: Path, stack: str, *,
 def net_tools_deb() -> Path:
     """net-tools (ifconfig, which the driver installer demands), downloaded once from Debian."""
     DEB_CACHE.mkdir(parents=True, exist_ok=True)
-    found = sorted(DEB_CACHE.glob("net-tools_*.deb"))
-    if not found:
-        subprocess.run(["apt-get", "download", "net-tools"], cwd=DEB_CACHE, check=True, capture_output=True)
+    # one download at a time: apt-get writes a partial name first, and a second process (another test
+    # worker) that saw no .deb would download over it and find none while the first renames
+    with open(DEB_CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         found = sorted(DEB_CACHE.glob("net-tools_*.deb"))
+        if not found:
+            subprocess.run(["apt-get", "download", "net-tools"], cwd=DEB_CACHE, check=True,
+                           capture_output=True)
+            found = sorted(DEB_CACHE.glob("net-tools_*.deb"))
+    if not found:
+        raise SimError(f"`apt-get download net-tools` left no net-tools_*.deb in {DEB_CACHE}",
+                       hint="check this machine's apt sources (apt-get update), then rerun")
     return found[-1]
 
 

@@ -187,19 +187,26 @@ def test_a_node_the_transport_cannot_reach_answers_as_unreachable_and_the_others
     failure, not a traceback, is what the user sees)."""
     from types import SimpleNamespace
 
+    from ascend_ready.fleet.sessions import SshSession
     from ascend_ready.training.job_ports import session_runner
 
-    class Cut:
-        def run(self, script, timeout_s):
-            raise OSError("Timeout opening channel.")
+    class CutTransport:  # paramiko's Transport once the node's link is down
+        def set_keepalive(self, interval):
+            pass
 
+        def open_session(self, timeout=None):
+            import paramiko
+
+            raise paramiko.SSHException("Timeout opening channel.")  # paramiko/transport.py open_channel
+
+    cut = SshSession("node02", SimpleNamespace(get_transport=CutTransport))
     ran = []
 
     class Up:
         def run(self, script, timeout_s):
             ran.append(script)
-            return SimpleNamespace(rc=0, stdout="released\n")
+            return SimpleNamespace(rc=0, stdout="released\n", stderr="")
 
-    replies = session_runner({"node01": Up(), "node02": Cut()})(["node01", "node02"], "echo released")
+    replies = session_runner({"node01": Up(), "node02": cut})(["node01", "node02"], "echo released")
     assert replies["node01"] == (0, "released\n") and ran == ["echo released"]
     assert replies["node02"][0] == 255 and "Timeout opening channel." in replies["node02"][1]

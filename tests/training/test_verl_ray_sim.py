@@ -134,8 +134,12 @@ def test_a_node_that_cannot_reach_the_head_is_named_within_the_bound(cluster, sp
         took = time.monotonic() - started
         print(f"join failure reported after {took:.1f} s")
         assert proc.returncode == 1, proc.stderr[-3000:]
-        assert f"error: ray: node02 did not join {head}:6379 within 10 s: its `ray start` did not finish" \
-            in proc.stderr, proc.stderr[-3000:]
+        # the GCS port is the job's slot's (6379 + slot, printed in its ports line): a slot an earlier
+        # launch still holds moves it
+        gcs = re.search(r"Ray GCS (\d+)", proc.stderr)
+        assert gcs, proc.stderr[-3000:]
+        joined = f"error: ray: node02 did not join {head}:{gcs.group(1)} within 10 s"
+        assert f"{joined}: its `ray start` did not finish" in proc.stderr, proc.stderr[-3000:]
         assert "Failed to connect to GCS" in proc.stderr  # the node's own words
         assert took < 90  # start, the 10 s bound, the teardown: not Ray's own minutes of retrying
         assert ray_processes(cluster, "node01") == ray_processes(cluster, "node02") == []
