@@ -44,6 +44,7 @@ from ascend_ready.checks.resources.os import (
 )
 from ascend_ready.checks.resources.output_dir import OutputDir
 from ascend_ready.checks.resources.pcie import Dmesg, PcieLinks, PciFunctions
+from ascend_ready.checks.resources.burn_in import BurnIn
 from ascend_ready.checks.resources.perf import AscendDmi, NodeSku
 from ascend_ready.checks.resources.perf_torch import DeviceCopies, TorchCopies
 from ascend_ready.checks.resources.sdc import SdcProbe
@@ -63,6 +64,7 @@ __all__ = [
     "ALL",
     "Accounts",
     "AscendDmi",
+    "BurnIn",
     "CannComponents",
     "Clock",
     "ClockOffset",
@@ -141,6 +143,7 @@ ALL: tuple[type[Resource], ...] = (
     AscendDmi,
     NodeSku,
     SdcProbe,
+    BurnIn,
     Thp,
     Sysctl,
     UserLimits,
