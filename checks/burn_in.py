@@ -46,7 +46,8 @@ def parse_duration(text: str) -> float:
     """Seconds of a `--duration` such as `60s`, `10m` or `2h` (a unit is required); ConfigError otherwise."""
     m = _DURATION_RE.match(text.strip())
     if not m:
-        raise ConfigError(f"--duration {text!r} is not a duration", hint="give a number and a unit: 60s, 10m, 2h")
+        raise ConfigError(f"--duration {text!r} is not a duration",
+                          hint="give a number and a unit: 60s, 10m, 2h")
     seconds = float(m[1]) * _UNIT_S[m[2]]
     if not MIN_DURATION_S <= seconds <= MAX_DURATION_S:
         raise ConfigError(f"--duration {text!r} is {seconds:g} s: burn-in takes {MIN_DURATION_S:g} s to "

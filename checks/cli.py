@@ -74,7 +74,7 @@ def _target_options(fn):
         click.option(
             "--duration",
             metavar="D",
-            help="How long the burn-in loads the devices (--tier burn-in): a number and a unit, 60s, 10m, 2h.",
+            help="How long the burn-in loads the devices (--tier burn-in): a number and a unit: 60s, 10m.",
         ),
         click.option(
             "--select", multiple=True, metavar="GLOB", help="Only checks whose id matches (repeatable)."

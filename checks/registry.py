@@ -201,7 +201,8 @@ def all_checks() -> dict[str, CheckSpec]:
 def select_checks(
     tier: Tier = "quick", select: Iterable[str] = (), skip: Iterable[str] = ()
 ) -> list[CheckSpec]:
-    """Checks of `tier` (full includes quick, burn-in both) matching a `select` glob (all if none) and no `skip` glob."""
+    """Checks of `tier` (full includes quick, burn-in both) matching a `select` glob (all if none) and no
+    `skip` glob."""
     select, skip = list(select), list(skip)
     allowed = TIERS[: TIERS.index(tier) + 1]
     return [

@@ -43,7 +43,7 @@ class _Model(BaseModel):
 class Series(_Model):
     """One curve a check judged (burn-in): a metric of one subject over the check's window."""
 
-    metric: str = Field(description="what was sampled, e.g. temperature_c, aicore_cur_freq_mhz, matmul_tflops")
+    metric: str = Field(description="what was sampled: temperature_c, aicore_cur_freq_mhz, matmul_tflops...")
     unit: str = Field(description="its unit: C, W, %, MHz, TFLOPS, GB/s, count")
     subject: str = Field(description="whose: `npu 0 chip 0` (npu-smi), `device 3` (torch, hccn_tool)")
     t_s: list[float] = Field(description="seconds into the window of each value")
@@ -67,7 +67,7 @@ class CheckResult(_Model):
     remediation: Remediation | None = None
     duration_s: float = 0.0
     series: list[Series] | None = Field(
-        None, description="the time series the verdict is based on (burn-in checks; None: none, or schema < 3)"
+        None, description="the time series the verdict is based on (burn-in; None: none, or schema < 3)"
     )
 
 

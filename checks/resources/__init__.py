@@ -8,6 +8,7 @@ resource, never in a check. `ALL` lists every resource in catalogue (batch) orde
 from __future__ import annotations
 
 from ascend_ready.checks.resources.base import HostBase, ProbeDef, ProbeFailed, Resource, probe_ids
+from ascend_ready.checks.resources.burn_in import BurnIn
 from ascend_ready.checks.resources.collective import CollectiveResult
 from ascend_ready.checks.resources.hccn import (
     HccnConfFile,
@@ -44,7 +45,6 @@ from ascend_ready.checks.resources.os import (
 )
 from ascend_ready.checks.resources.output_dir import OutputDir
 from ascend_ready.checks.resources.pcie import Dmesg, PcieLinks, PciFunctions
-from ascend_ready.checks.resources.burn_in import BurnIn
 from ascend_ready.checks.resources.perf import AscendDmi, NodeSku
 from ascend_ready.checks.resources.perf_torch import DeviceCopies, TorchCopies
 from ascend_ready.checks.resources.sdc import SdcProbe

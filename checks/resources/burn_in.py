@@ -99,7 +99,8 @@ echo "{HEADER} duration $D interval $I"
 _up() {{ read -r _u _x </proc/uptime; echo "{_MARK}at $_u"; }}
 _ids=$(npu-smi info -l 2>/dev/null | awk -F: '/NPU ID/{{gsub(/[ \\t]/,"",$2); print $2}}')
 _devs=$({FOREACH["davinci"]})
-_ends() {{ echo "{_MARK}readings $1"; _up; for _n in $_ids; do echo "{_MARK}npu-smi-ecc $_n"; npu-smi info -t ecc -i "$_n" 2>&1; done
+_ends() {{ echo "{_MARK}readings $1"; _up
+  for _n in $_ids; do echo "{_MARK}npu-smi-ecc $_n"; npu-smi info -t ecc -i "$_n" 2>&1; done
   for _d in $_devs; do echo "{_MARK}hccn-link-stat $_d"; hccn_tool -i "$_d" -link_stat -g 2>&1
     echo "{_MARK}hccn-stat $_d"; hccn_tool -i "$_d" -stat -g 2>&1; done; }}
 _L=$(mktemp) || exit 1

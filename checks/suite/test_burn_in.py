@@ -82,8 +82,9 @@ def _fleet_matmul(host) -> list[float]:
     severity="major",
     tier="burn-in",
     reads=[BurnIn],
-    fix="Look at the named device: npu-smi info -t common (its clock and temperature while loaded), its cooling "
-    f"and power supply, other processes on it; run {_AGAIN} again; replace a device that keeps slowing down",
+    fix="Look at the named device: npu-smi info -t common (its clock and temperature while loaded), its "
+    f"cooling and power supply, other processes on it; run {_AGAIN} again; replace a device that keeps "
+    "slowing down",
 )
 def test_load(host):
     run = host.resource(BurnIn).run
@@ -101,10 +102,12 @@ def test_load(host):
              f"burn-in; its first and last fifth compared (a drop over {DROP_FRACTION:.0%} fails)")
     for metric, devices in figures.items():
         for dev, points in sorted(devices.items()):
-            series(f"{metric}_{_UNIT[metric].replace('/', 'p').lower()}", _UNIT[metric], f"device {dev}", points)
+            name = f"{metric}_{_UNIT[metric].replace('/', 'p').lower()}"
+            series(name, _UNIT[metric], f"device {dev}", points)
     if kind != "npu":
         warn(f"not judged: torch on {host.name} sees no NPU, only {kind}; the load ran there for "
-             f"{end - start:.0f} s, but a {kind}'s figures say nothing of the devices (make torch_npu see them)")
+             f"{end - start:.0f} s, but a {kind}'s figures say nothing of the devices (make torch_npu see "
+             "them)")
     _judge_drop(figures, start, end)
     _judge_npu_load(host, figures)
 
@@ -126,17 +129,17 @@ def _judge_drop(figures, start: float, end: float) -> None:
 
 def _judge_npu_load(host, figures) -> None:
     idle = [s for s, samples in _chips(host).items() if not any(m.aicore_usage_pct for _, m in samples)]
-    assert not idle, (f"npu-smi shows no AI Core use on {', '.join(idle)} while the load ran: the load did not "
-                      "reach those chips")
+    assert not idle, (f"npu-smi shows no AI Core use on {', '.join(idle)} while the load ran: the load "
+                      "did not reach those chips")
     pool = _fleet_matmul(host)
     if len(pool) < 2:
         evidence("one device in the fleet's pool: no floor relative to the fleet")
         return
     floor = FLEET_FLOOR * median(pool)
-    evidence(f"fleet floor {floor:.4g} TFLOPS ({FLEET_FLOOR:g} x the median {median(pool):.4g} of {len(pool)} "
-             "devices)")
-    slow = [f"device {dev} {median(v for _, v in pts):.4g} TFLOPS" for dev, pts in sorted(figures["matmul"].items())
-            if median(v for _, v in pts) < floor]
+    evidence(f"fleet floor {floor:.4g} TFLOPS ({FLEET_FLOOR:g} x the median {median(pool):.4g} of "
+             f"{len(pool)} devices)")
+    mine = {dev: median(v for _, v in pts) for dev, pts in sorted(figures["matmul"].items())}
+    slow = [f"device {dev} {v:.4g} TFLOPS" for dev, v in mine.items() if v < floor]
     assert not slow, f"below the fleet's floor {floor:.4g} TFLOPS: " + ", ".join(slow)
 
 
@@ -182,7 +185,7 @@ def test_throttle(host):
             not_judged(f"{subject}: npu-smi printed no AI Core clock (Aicore Freq / curFreq)")
         at = throttled_at(rows)
         if at is not None:
-            t, busy, cur, rated = next(r for r in rows if r[0] == at)
+            _, busy, cur, rated = next(r for r in rows if r[0] == at)
             throttled.append(f"{subject} at {busy} % AI Core ran at {cur} of {rated} MHz from {at:g} s")
     assert not throttled, "throttled: " + "; ".join(throttled)
 
@@ -201,13 +204,14 @@ def _readings(host, kind: str, values) -> tuple[dict, dict]:
     for subject, counters in last.items():
         for name in counters:
             if subject in first and name in first[subject]:
-                series(name, "count", subject, zip(times[subject], (first[subject][name], counters[name])))
+                series(name, "count", subject,
+                       zip(times[subject], (first[subject][name], counters[name]), strict=True))
     return first, last
 
 
 def _ecc(frame, view) -> dict[str, dict[str, int]]:
-    return {f"npu {frame.subject} chip {c.chip_id}": {k: getattr(c, k) for k in _ECC if getattr(c, k) is not None}
-            for c in view.chips}
+    return {f"npu {frame.subject} chip {c.chip_id}": {k: getattr(c, k) for k in _ECC
+                                                      if getattr(c, k) is not None} for c in view.chips}
 
 
 @check(

@@ -140,8 +140,8 @@ FAULTS: dict[str, FaultSpec] = {
 _ENGINE_DEVICES = {"zip": "a250", "sec": "a255", "hpre": "a258"}
 
 
-_INT_PARAMS = {"npu", "chip", "temp_c", "freq_mhz", "pid", "memory_mb", "width", "device", "same_as", "enable", "count",
-               "other", "bit", "index"}
+_INT_PARAMS = {"npu", "chip", "temp_c", "freq_mhz", "pid", "memory_mb", "width", "device", "same_as",
+               "enable", "count", "other", "bit", "index"}
 
 
 def _coerce(kind: str, name: str, value):
@@ -211,7 +211,7 @@ def inject_fault(state: dict, kind: str, **params) -> dict:
         _chip(new, p)[1]["temp_c"] = int(p["temp_c"])
     elif kind == "npu-throttle-after":
         if p["after_s"] < 0 or not 0 < p["freq_mhz"] < 1800:
-            raise SimError("npu-throttle-after: after_s >= 0 and freq_mhz in 1..1799 (the rated clock is 1800)")
+            raise SimError("npu-throttle-after: after_s >= 0 and freq_mhz in 1..1799 (rated: 1800)")
         _chip(new, p)[1]["throttle_after"] = {"since": time.time(), "after_s": p["after_s"],
                                               "temp_c": p["temp_c"], "freq_mhz": p["freq_mhz"]}
     elif kind == "stray-process":

@@ -143,7 +143,8 @@ def probe_output(tmp_path_factory) -> str:
     for d in range(NPUS):  # the device nodes the probe's per-device loop lists
         (tmp / "dev" / f"davinci{d}").touch()
     for tool in ("npu-smi", "hccn_tool"):
-        (tmp / "bin" / tool).write_text(f'#!/bin/sh\nexec {sys.executable} {TOOLS} {tmp}/state.json {tool} "$@"\n')
+        run = f'exec {sys.executable} {TOOLS} {tmp}/state.json {tool} "$@"'
+        (tmp / "bin" / tool).write_text(f"#!/bin/sh\n{run}\n")
         (tmp / "bin" / tool).chmod(0o755)
     profile = load_profile("atlas-800t-a2").model_copy(update={"python": sys.executable})
     env = {**os.environ, "PATH": f"{tmp / 'bin'}:{os.environ['PATH']}"}

@@ -4,17 +4,13 @@ producer judged from synthetic snapshots, and a headless-Chromium screenshot of 
 from __future__ import annotations
 
 import os
-import shutil
-import struct
 import subprocess
-import zlib
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from checks_fakenode import fake_host
-from html_support import chromium, png_rgb
 from click.testing import CliRunner
+from html_support import chromium, png_rgb
 
 from ascend_ready.checks.cli import main
 from ascend_ready.checks.html_report import STATUS_COLOURS, render_html

@@ -733,7 +733,8 @@ def test_sdc_fault_fails_the_device_it_names_and_clears(node):
     ("6s", 3),
     pytest.param("60s", 30, marks=pytest.mark.slow),  # issue 30's acceptance run
 ])
-def test_burn_in_fails_the_node_that_throttles_and_passes_the_clean_one(two_nodes, tmp_path, duration, after_s):
+def test_burn_in_fails_the_node_that_throttles_and_passes_the_clean_one(two_nodes, tmp_path, duration,
+                                                                         after_s):
     """`ascend-check --tier burn-in --duration D` on node01 and node02 (their CPU torch: the lent checkout's,
     as --python) with node01's first chip throttling `after_s` seconds in (npu-throttle-after): node01 fails
     burn_in.throttle and burn_in.thermal with the curve that shows it in the JSON report, node02 passes them
@@ -764,7 +765,8 @@ def test_burn_in_fails_the_node_that_throttles_and_passes_the_clean_one(two_node
     assert statuses == {
         **{(NODE, c): "pass" for c in ("burn_in.ecc", "burn_in.links")},
         (NODE, "burn_in.throttle"): "fail", (NODE, "burn_in.thermal"): "fail", (NODE, "burn_in.load"): "warn",
-        **{("node02", c): "pass" for c in ("burn_in.ecc", "burn_in.links", "burn_in.thermal", "burn_in.throttle")},
+        **{("node02", c): "pass"
+           for c in ("burn_in.ecc", "burn_in.links", "burn_in.thermal", "burn_in.throttle")},
         ("node02", "burn_in.load"): "warn",
     }, {k: (r["status"], r["message"]) for k, r in got.items()}
     throttle = got[(NODE, "burn_in.throttle")]
