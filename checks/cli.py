@@ -247,7 +247,7 @@ def _options(p: dict):
     )
     duration_s = _duration(p)
     if duration_s is not None:  # the burn-in probe runs for D: the host's batch may take that much longer
-        from ascend_ready.checks.resources.burn_in import MARGIN_S
+        from ascend_ready.checks.resources.burn_in import MARGIN_S  # start-up: a burn-in only
 
         fanout.host_deadline_s += duration_s + MARGIN_S
     profile = p["profile"]
@@ -270,7 +270,7 @@ def _options(p: dict):
 
 def _duration(p: dict) -> float | None:
     """--duration's seconds, refused (exit 2) unless it is a duration given with --tier burn-in."""
-    from ascend_ready.checks.burn_in import parse_duration
+    from ascend_ready.checks.burn_in import parse_duration  # start-up: a run's first imports are its own
 
     text, tier = p.get("duration"), p.get("tier")
     if tier == "burn-in" and text is None:

@@ -207,7 +207,7 @@ def collect_snapshot(
         prof = profiles[t.name]
         probes = plan(prof, wanted)
         if options.duration_s is not None:
-            from ascend_ready.checks.resources.burn_in import for_duration
+            from ascend_ready.checks.resources.burn_in import for_duration  # start-up: burn-in runs only
 
             probes = [for_duration(p, prof, options.duration_s) for p in probes]
         return probes, prof.training_user
