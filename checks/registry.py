@@ -215,8 +215,9 @@ def select_checks(
 
 
 def check_select(select: tuple[str, ...], tier: str | None) -> None:
-    """Refuse a --select glob that matches no check id (naming the nearest ids), or, in the quick tier,
-    only full-tier checks: mixed with a valid glob, either would silently shrink the run."""
+    """Refuse a --select glob that matches no check id (naming the nearest ids), or only checks of a later
+    tier than `tier` (full-tier ones in the quick tier): mixed with a valid glob, either would silently shrink
+    the run."""
     if not select:
         return
     import difflib
@@ -232,8 +233,10 @@ def check_select(select: tuple[str, ...], tier: str | None) -> None:
                 hint=(f"did you mean {' or '.join(near)}? " if near else "")
                 + "`ascend-check list --tier full` shows every id",
             )
-        if tier == "quick" and all(spec.tier != "quick" for spec in hits):
+        allowed = TIERS[: TIERS.index(tier) + 1] if tier in TIERS else TIERS
+        if all(spec.tier not in allowed for spec in hits):
+            need = min((spec.tier for spec in hits), key=TIERS.index)
             raise ConfigError(
-                f"--select {glob!r} matches only full-tier checks ({', '.join(s.id for s in hits)})",
-                hint="add --tier full",
+                f"--select {glob!r} matches only {need}-tier checks ({', '.join(s.id for s in hits)})",
+                hint=f"add --tier {need}",
             )

@@ -1,6 +1,6 @@
-"""The burn-in tier without a cluster: --duration refused before anything runs, the judging functions on
-real-shaped samples (what the simulator's npu-smi and hccn_tool print), and the burn-in probe itself run on
-this machine (its load on the checkout's CPU torch, its samples from the simulator's renderers through
+"""The burn-in tier's checks (checks/suite/test_burn_in.py) without a cluster: --duration refused before
+anything runs, the judging functions on real-shaped samples (what the simulator's npu-smi and hccn_tool
+print), and the burn-in probe itself run on this machine (its load on the checkout's CPU torch, its samples from the simulator's renderers through
 burn_in_tools.py) and judged by the checks. The run on simulated nodes: test_sim_checks.py.
 """
 
@@ -69,7 +69,7 @@ def _view(state) -> NodeView:
     return NodeView(state)
 
 
-def test_a_drop_from_the_first_fifth_to_the_last_is_measured_and_a_short_window_is_not_judged():
+def test_burn_in_load__a_drop_from_the_first_fifth_to_the_last_is_measured_a_short_window_not():
     # matmul TFLOPS of one device per round, as the load prints them (a 910B3 clocking down late)
     rounds = [(0.0, 281.3), (10.0, 280.9), (20.0, 279.8), (30.0, 250.1), (40.0, 221.7), (50.0, 220.4)]
     drop = drop_over_time(rounds, 0.0, 50.0)
@@ -80,7 +80,7 @@ def test_a_drop_from_the_first_fifth_to_the_last_is_measured_and_a_short_window_
     assert drop_over_time([(0.0, 281.3)], 0.0, 0.0) is None
 
 
-def test_ecc_growth_is_read_from_npu_smi_ecc_at_the_window_start_and_end():
+def test_burn_in_ecc__growth_is_read_from_npu_smi_ecc_at_the_window_start_and_end():
     state = initial_state("atlas-800t-a2", node_index=1, node_name="node01")
     first = parse_npu_smi_ecc(npu_smi.ecc(_view(state), 0))
     state["npus"][0]["chips"][0]["ecc"] = {"hbm_single": 3, "hbm_double": 1}
@@ -96,7 +96,7 @@ def test_ecc_growth_is_read_from_npu_smi_ecc_at_the_window_start_and_end():
     assert counter_growth(counts(last), counts(first)) == []  # cleared in the window: no growth
 
 
-def test_a_link_flap_is_link_stat_counting_up_between_the_window_start_and_end():
+def test_burn_in_links__a_flap_is_link_stat_counting_up_between_the_window_start_and_end():
     state = initial_state("atlas-800t-a2", node_index=1, node_name="node01")
     before = parse_hccn_link_stat(hccn.run(_view(state), ["-i", "2", "-link_stat", "-g"]).text)
     flapped = inject_fault(state, "link-down", device=2)
@@ -112,7 +112,7 @@ def test_a_link_flap_is_link_stat_counting_up_between_the_window_start_and_end()
         "device 2: link_up_count 1 -> 2 (+1)", "device 2: link_records 1 -> 3 (+2)"]
 
 
-def test_a_chip_is_throttled_when_loaded_below_its_clock_not_when_idle():
+def test_burn_in_throttle__a_chip_loaded_below_its_clock_not_an_idle_one():
     state = initial_state("atlas-800t-a2", node_index=1, node_name="node01")
     idle = parse_npu_smi_common(npu_smi.common(_view(state), 0)).chips[0]
     assert (idle.aicore_usage_pct, idle.aicore_cur_freq_mhz, idle.aicore_freq_mhz) == (0, 800, 1800)
@@ -174,7 +174,7 @@ def _edited(text: str, kind: str, subject: int, new: str) -> str:
     return head + marker + new + "@@burn-in " + rest
 
 
-def test_the_checks_fail_the_throttled_chip_ecc_growth_and_a_flap_with_their_curves(probe_output):
+def test_burn_in_thermal__and_the_others_fail_a_hot_chip_ecc_growth_and_a_flap(probe_output):
     state = initial_state("atlas-800t-a2", node_index=1, node_name="node01")
     state["npus"][1]["chips"][0]["ecc"] = {"hbm_double": 2}
     text = _edited(probe_output, "npu-smi-ecc", 1, npu_smi.ecc(_view(state), 1))
@@ -203,3 +203,9 @@ def test_a_report_of_schema_2_still_reads():
          "title": "t", "evidence": [], "duration_s": 0.1}]}
     report = Report.model_validate(old)
     assert report.results[0].series is None
+
+
+def test_selecting_only_burn_in_checks_in_another_tier_names_the_tier_to_add():
+    res = CliRunner().invoke(main, ["list", "--tier", "full", "--select", "burn_in.*"])
+    assert res.exit_code == 2
+    assert "matches only burn-in-tier checks (burn_in.ecc," in res.output and "add --tier burn-in" in res.output
