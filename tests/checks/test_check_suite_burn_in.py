@@ -1,7 +1,8 @@
 """The burn-in tier's checks (checks/suite/test_burn_in.py) without a cluster: --duration refused before
 anything runs, the judging functions on real-shaped samples (what the simulator's npu-smi and hccn_tool
-print), and the burn-in probe itself run on this machine (its load on the checkout's CPU torch, its samples from the simulator's renderers through
-burn_in_tools.py) and judged by the checks. The run on simulated nodes: test_sim_checks.py.
+print), and the burn-in probe itself run on this machine (its load on the checkout's CPU torch, its samples
+from the simulator's renderers through burn_in_tools.py) and judged by the checks. The run on simulated
+nodes: test_sim_checks.py.
 """
 
 from __future__ import annotations
@@ -208,4 +209,5 @@ def test_a_report_of_schema_2_still_reads():
 def test_selecting_only_burn_in_checks_in_another_tier_names_the_tier_to_add():
     res = CliRunner().invoke(main, ["list", "--tier", "full", "--select", "burn_in.*"])
     assert res.exit_code == 2
-    assert "matches only burn-in-tier checks (burn_in.ecc," in res.output and "add --tier burn-in" in res.output
+    assert "matches only burn-in-tier checks (burn_in.ecc," in res.output
+    assert "add --tier burn-in" in res.output

@@ -111,7 +111,7 @@ def test_npu_throttle_after_changes_npu_smi_common_once_its_delay_has_passed(nod
                  "\tAicore curFreq(MHZ)            : 1000\n", "\tTemperature(C)                 : 97\n"):
         assert line in common, common
     assert_clears(node, before)
-    with pytest.raises(SimError, match="freq_mhz in 1..1799"):
+    with pytest.raises(SimError, match=r"freq_mhz in 1\.\.1799"):
         hw.inject_fault(node.state, "npu-throttle-after", freq_mhz=1800)
 
 
