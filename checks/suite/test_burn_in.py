@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from statistics import median
 
+import pytest
+
 from ascend_ready.checks.burn_in import (
     DROP_FRACTION,
     FLEET_FLOOR,
@@ -251,6 +253,8 @@ def _errors(frame, stat) -> dict[str, dict[str, int]]:
     "-optical -g, -link_stat -g); growing error counters: the same, and the switch's counters of that port",
 )
 def test_links(host):
+    if not host.profile.hccn:
+        pytest.skip(f"{host.profile.product} has no RoCE device NICs")
     first, last = _readings(host, "hccn-link-stat", _link)
     flaps = counter_growth(first, last)
     efirst, elast = _readings(host, "hccn-stat", _errors)

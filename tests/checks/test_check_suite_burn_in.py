@@ -211,3 +211,9 @@ def test_selecting_only_burn_in_checks_in_another_tier_names_the_tier_to_add():
     assert res.exit_code == 2
     assert "matches only burn-in-tier checks (burn_in.ecc," in res.output
     assert "add --tier burn-in" in res.output
+
+
+def test_burn_in_links__skips_a_card_without_device_nics(probe_output):
+    got = judge(fake_host(outputs={"burn-in": probe_output}), profile="atlas-300i-duo", tier="burn-in",
+                select=["burn_in.links"])
+    assert got["burn_in.links"].status == "skip" and "no RoCE device NICs" in got["burn_in.links"].message
