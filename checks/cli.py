@@ -65,10 +65,16 @@ def _target_options(fn):
         ),
         click.option(
             "--tier",
-            type=click.Choice(["quick", "full"]),
+            type=click.Choice(["quick", "full", "burn-in"]),
             default="quick",
             show_default=True,
-            help="quick: no benchmarks; full: adds pings and the torch_npu import.",
+            help="quick: no benchmarks; full: adds pings, the torch_npu import and the benchmarks; burn-in: "
+            "the full tier, then sustained load on every device for --duration, sampled beside it.",
+        ),
+        click.option(
+            "--duration",
+            metavar="D",
+            help="How long the burn-in loads the devices (--tier burn-in): a number and a unit: 60s, 10m.",
         ),
         click.option(
             "--select", multiple=True, metavar="GLOB", help="Only checks whose id matches (repeatable)."
@@ -239,6 +245,11 @@ def _options(p: dict):
         known_hosts_file=p["known_hosts"],
         ssh_config_file=p["ssh_config"],
     )
+    duration_s = _duration(p)
+    if duration_s is not None:  # the burn-in probe runs for D: the host's batch may take that much longer
+        from ascend_ready.checks.resources.burn_in import MARGIN_S  # start-up: a burn-in only
+
+        fanout.host_deadline_s += duration_s + MARGIN_S
     profile = p["profile"]
     if profile is None and p.get("hosts") is None and not p.get("inventory"):
         from ascend_ready.checks.profile import NODE_PROFILE
@@ -253,7 +264,23 @@ def _options(p: dict):
         training_user=p["training_user"],
         python=p["python"],
         fanout=fanout,
+        duration_s=duration_s,
     )
+
+
+def _duration(p: dict) -> float | None:
+    """--duration's seconds, refused (exit 2) unless it is a duration given with --tier burn-in."""
+    from ascend_ready.checks.burn_in import parse_duration  # start-up: a run's first imports are its own
+
+    text, tier = p.get("duration"), p.get("tier")
+    if tier == "burn-in" and text is None:
+        raise ConfigError("--tier burn-in needs --duration D", hint="e.g. --tier burn-in --duration 10m")
+    if text is None:
+        return None
+    if tier != "burn-in":
+        raise ConfigError(f"--duration {text} is the burn-in's, not the {tier} tier's",
+                          hint="add --tier burn-in, or leave out --duration")
+    return parse_duration(text)
 
 
 class _Ticker:
@@ -614,7 +641,7 @@ def collect_cmd(ctx: click.Context, output, output_deprecated, quiet, plogs, **p
 
 
 @main.command("list")
-@click.option("--tier", type=click.Choice(["quick", "full"]), default="quick", show_default=True,
+@click.option("--tier", type=click.Choice(["quick", "full", "burn-in"]), default="quick", show_default=True,
               help="The checks a run of this tier runs (as a run, quick by default; full adds benchmarks).")
 @click.option("--select", multiple=True, metavar="GLOB",
               help="Only checks whose id matches (repeatable), as for a run.")

@@ -1,5 +1,6 @@
 """The preflight report as one self-contained HTML page (`ascend-check --html FILE`): a node x check grid
-coloured by status, then each problem with its evidence and fix.
+coloured by status, then each problem with its evidence and fix, then the curves of the checks that carry
+time series (burn-in), as inline SVG.
 
 Everything in a report came from the nodes (hostnames, tool output, messages) and is escaped; the page
 loads nothing (inline CSS, no script, and a Content-Security-Policy that forbids both anyway).
@@ -10,10 +11,10 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from ascend_ready.checks.report import STATUSES, CheckResult, Report, write_atomic
+from ascend_ready.checks.report import STATUSES, CheckResult, Report, Series, write_atomic
 from ascend_ready.errors import ConfigError
 
-__all__ = ["STATUS_COLOURS", "check_output_path", "render_html", "write_html"]
+__all__ = ["CURVE_COLOURS", "STATUS_COLOURS", "check_output_path", "render_html", "write_html"]
 
 #: status -> (cell background, text colour). Distinct enough to tell apart in print and for the
 #: screenshot test; the cell also carries its status as text, for readers who cannot tell the colours.
@@ -56,7 +57,13 @@ table.grid td a { display: block; line-height: 26px; color: inherit; text-decora
 pre { background: #f0f0f0; padding: 6px 8px; overflow-x: auto; white-space: pre-wrap; margin: 4px 0; }
 .fix { margin: 4px 0; }
 .disruptive { color: #c62828; font-weight: bold; }
+.curves { display: inline-block; margin: 8px 16px 8px 0; vertical-align: top; }
+.curves h3 { font-size: 13px; margin: 2px 0; }
+.curves svg { background: #fafafa; border: 1px solid #ccc; }
 """
+#: one colour per curve of a chart (subjects in their order); none of them is a status colour
+CURVE_COLOURS = ("#1565c0", "#ef6c00", "#00838f", "#ad1457", "#558b2f", "#4527a0", "#6d4c41", "#37474f")
+_W, _H, _PAD = 420, 150, 34
 
 
 def _e(value: object) -> str:
@@ -111,6 +118,48 @@ def _problem(anchor: str, r: CheckResult) -> str:
             out.append(f"<pre>{_e(fix.command)}</pre>")
     out.append("</section>")
     return "\n".join(out)
+
+
+def _chart(title: str, series: list[Series]) -> str:
+    """One SVG chart: a polyline per subject over seconds into the window, the value range on the axis."""
+    values = [v for s in series for v in s.values if v is not None]
+    times = [t for s in series for t in s.t_s]
+    if not values or not times:
+        return ""
+    lo, hi = min(values), max(values)
+    lo, hi = (lo - 1, hi + 1) if lo == hi else (lo, hi)
+    t0, t1 = min(times), max(times) if max(times) > min(times) else min(times) + 1
+
+    def xy(t: float, v: float) -> str:
+        x = _PAD + (t - t0) / (t1 - t0) * (_W - 2 * _PAD)
+        return f"{x:.1f},{_H - _PAD / 2 - (v - lo) / (hi - lo) * (_H - 1.5 * _PAD):.1f}"
+
+    out = [f'<div class="curves"><h3>{_e(title)}</h3>',
+           f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" role="img">',
+           f'<text x="2" y="{_PAD / 2 + 4:.0f}" font-size="10">{hi:.4g}</text>',
+           f'<text x="2" y="{_H - _PAD / 2:.0f}" font-size="10">{lo:.4g}</text>',
+           f'<text x="{_W - _PAD:.0f}" y="{_H - 2}" font-size="10">{t1:.0f} s</text>']
+    legend = []
+    for i, s in enumerate(series):
+        colour = CURVE_COLOURS[i % len(CURVE_COLOURS)]
+        points = " ".join(xy(t, v) for t, v in zip(s.t_s, s.values, strict=True) if v is not None)
+        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{points}">'
+                   f"<title>{_e(s.subject)}</title></polyline>")
+        legend.append(f'<span style="color:{colour}">{_e(s.subject)}</span>')
+    return "\n".join([*out, "</svg>", f"<div>{' '.join(legend)}</div></div>"])
+
+
+def _plots(report: Report) -> list[str]:
+    """A chart per host, check and metric of every result that carries time series."""
+    out = []
+    for r in report.results:
+        by_metric: dict[str, list[Series]] = {}
+        for s in r.series or ():
+            by_metric.setdefault(s.metric, []).append(s)
+        charts = [_chart(f"{r.host} {r.check_id}: {metric} ({group[0].unit})", group)
+                  for metric, group in by_metric.items()]
+        out += [c for c in charts if c]
+    return out
 
 
 def render_html(report: Report) -> str:
@@ -170,6 +219,9 @@ def render_html(report: Report) -> str:
     if gone:
         body += ["<h2>Unreachable hosts</h2>", "<ul>", *gone, "</ul>"]
     body += ["<h2>Problems</h2>", *(problems or ["<p>None: every check that ran passed or was skipped.</p>"])]
+    plots = _plots(report)
+    if plots:
+        body += ["<h2>Over time</h2>", *plots]
     return "\n".join(
         [
             "<!DOCTYPE html>",

@@ -64,6 +64,8 @@ class PreflightOptions:
     training_user: str | None = None
     python: str | None = None
     fanout: FanoutOptions = field(default_factory=FanoutOptions)
+    #: --duration of the burn-in tier, in seconds (None: no burn-in)
+    duration_s: float | None = None
 
     def checks(self) -> list[CheckSpec]:
         specs = select_checks(self.tier, self.select, self.skip)  # type: ignore[arg-type]
@@ -203,7 +205,12 @@ def collect_snapshot(
 
     def host_plan(t: Target):
         prof = profiles[t.name]
-        return plan(prof, wanted), prof.training_user
+        probes = plan(prof, wanted)
+        if options.duration_s is not None:
+            from ascend_ready.checks.resources.burn_in import for_duration  # start-up: burn-in runs only
+
+            probes = [for_duration(p, prof, options.duration_s) for p in probes]
+        return probes, prof.training_user
 
     first = next(iter(profiles.values()), None)
     hosts = collect(

@@ -32,12 +32,14 @@ __all__ = [
     "fix_command",
     "not_judged",
     "select_checks",
+    "series",
     "warn",
 ]
 
 Severity = Literal["critical", "major", "minor"]
-Tier = Literal["quick", "full"]
-TIERS: tuple[Tier, ...] = ("quick", "full")
+Tier = Literal["quick", "full", "burn-in"]
+#: each tier runs the checks of the tiers before it too (burn-in: the full tier's, then the sustained load)
+TIERS: tuple[Tier, ...] = ("quick", "full", "burn-in")
 
 
 class Remediation(BaseModel):
@@ -166,6 +168,24 @@ def take_evidence() -> list[str]:
     return out
 
 
+#: Time series of the check now running (burn-in): dicts of report.Series' fields (the runner resets it).
+_SERIES: list[dict] = []
+
+
+def series(metric: str, unit: str, subject: str, points: Iterable[tuple[float, float | None]]) -> None:
+    """Record one curve the check judged (seconds into its window, value): the report carries it and the
+    HTML page plots it."""
+    pts = list(points)
+    _SERIES.append({"metric": metric, "unit": unit, "subject": subject,
+                    "t_s": [t for t, _ in pts], "values": [v for _, v in pts]})
+
+
+def take_series() -> list[dict]:
+    out = list(_SERIES)
+    _SERIES.clear()
+    return out
+
+
 SUITE_PACKAGE = "ascend_ready.checks.suite"
 
 
@@ -181,7 +201,8 @@ def all_checks() -> dict[str, CheckSpec]:
 def select_checks(
     tier: Tier = "quick", select: Iterable[str] = (), skip: Iterable[str] = ()
 ) -> list[CheckSpec]:
-    """Checks of `tier` (full includes quick) matching a `select` glob (all if none) and no `skip` glob."""
+    """Checks of `tier` (full includes quick, burn-in both) matching a `select` glob (all if none) and no
+    `skip` glob."""
     select, skip = list(select), list(skip)
     allowed = TIERS[: TIERS.index(tier) + 1]
     return [
@@ -194,8 +215,9 @@ def select_checks(
 
 
 def check_select(select: tuple[str, ...], tier: str | None) -> None:
-    """Refuse a --select glob that matches no check id (naming the nearest ids), or, in the quick tier,
-    only full-tier checks: mixed with a valid glob, either would silently shrink the run."""
+    """Refuse a --select glob that matches no check id (naming the nearest ids), or only checks of a later
+    tier than `tier` (full-tier ones in the quick tier): mixed with a valid glob, either would silently shrink
+    the run."""
     if not select:
         return
     import difflib
@@ -211,8 +233,10 @@ def check_select(select: tuple[str, ...], tier: str | None) -> None:
                 hint=(f"did you mean {' or '.join(near)}? " if near else "")
                 + "`ascend-check list --tier full` shows every id",
             )
-        if tier == "quick" and all(spec.tier != "quick" for spec in hits):
+        allowed = TIERS[: TIERS.index(tier) + 1] if tier in TIERS else TIERS
+        if all(spec.tier not in allowed for spec in hits):
+            need = min((spec.tier for spec in hits), key=TIERS.index)
             raise ConfigError(
-                f"--select {glob!r} matches only full-tier checks ({', '.join(s.id for s in hits)})",
-                hint="add --tier full",
+                f"--select {glob!r} matches only {need}-tier checks ({', '.join(s.id for s in hits)})",
+                hint=f"add --tier {need}",
             )

@@ -20,6 +20,7 @@ __all__ = [
     "CheckResult",
     "HostStatus",
     "Report",
+    "Series",
     "exit_code",
     "render_junit",
     "render_prometheus",
@@ -28,14 +29,25 @@ __all__ = [
 ]
 
 #: 2: tier, selection and coverage recorded (select, skip, selected_checks, each host's training_checks);
-#: a report of schema 1 still reads
-REPORT_SCHEMA_VERSION = 2
+#: a report of schema 1 still reads;
+#: 3: the burn-in tier (tier "burn-in") and each result's time series (`series`, None before); 1 and 2 read
+REPORT_SCHEMA_VERSION = 3
 Status = Literal["pass", "fail", "warn", "error", "skip"]
 STATUSES: tuple[Status, ...] = ("pass", "warn", "fail", "error", "skip")
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class Series(_Model):
+    """One curve a check judged (burn-in): a metric of one subject over the check's window."""
+
+    metric: str = Field(description="what was sampled: temperature_c, aicore_cur_freq_mhz, matmul_tflops...")
+    unit: str = Field(description="its unit: C, W, %, MHz, TFLOPS, GB/s, count")
+    subject: str = Field(description="whose: `npu 0 chip 0` (npu-smi), `device 3` (torch, hccn_tool)")
+    t_s: list[float] = Field(description="seconds into the window of each value")
+    values: list[float | None] = Field(description="the values (None: the tool printed none then)")
 
 
 class CheckResult(_Model):
@@ -48,12 +60,15 @@ class CheckResult(_Model):
         "a probe failed or its output did not parse); skip (does not apply)"
     )
     severity: Literal["critical", "major", "minor"]
-    tier: Literal["quick", "full"]
+    tier: Literal["quick", "full", "burn-in"]
     title: str
     message: str = Field("", description="what is wrong (empty on pass)")
     evidence: list[str] = Field(default_factory=list, description="the raw lines the verdict is based on")
     remediation: Remediation | None = None
     duration_s: float = 0.0
+    series: list[Series] | None = Field(
+        None, description="the time series the verdict is based on (burn-in; None: none, or schema < 3)"
+    )
 
 
 class HostStatus(_Model):
@@ -74,7 +89,7 @@ class Report(_Model):
     schema_version: int = REPORT_SCHEMA_VERSION
     tool_version: str = ""
     created_at: str = ""
-    tier: Literal["quick", "full"] = "quick"
+    tier: Literal["quick", "full", "burn-in"] = "quick"
     profile: str = ""
     source: str = Field("live", description="'live' or the snapshot directory the checks ran on")
     duration_s: float = 0.0

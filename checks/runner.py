@@ -19,7 +19,7 @@ from ascend_ready.checks import registry
 from ascend_ready.checks.profile import HardwareProfile
 from ascend_ready.checks.registry import CheckSpec, CheckWarning
 from ascend_ready.checks.remediation import localize
-from ascend_ready.checks.report import CheckResult, HostStatus, Report
+from ascend_ready.checks.report import CheckResult, HostStatus, Report, Series
 from ascend_ready.checks.resources import Host
 from ascend_ready.checks.resources.base import Fleet
 from ascend_ready.checks.snapshot import Snapshot
@@ -74,6 +74,7 @@ class _Plugin:
         host: Host = item.callspec.params["host"]
         registry.take_evidence()
         registry.take_fix_command()
+        registry.take_series()
         started = time.perf_counter()
         status, message = "pass", ""
         try:
@@ -106,6 +107,7 @@ class _Plugin:
             title=spec.title,
             message=message,
             evidence=registry.take_evidence(),
+            series=[Series(**s) for s in registry.take_series()] or None,
             remediation=remediation,
             duration_s=round(time.perf_counter() - started, 4),
         )

@@ -87,7 +87,7 @@ class Snapshot(_Model):
     schema_version: int = SNAPSHOT_SCHEMA_VERSION
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     tool_version: str = ""
-    tier: Literal["quick", "full"] | None = Field(
+    tier: Literal["quick", "full", "burn-in"] | None = Field(
         None, description="--tier the snapshot was collected for (judging defaults to it)"
     )
     select: list[str] | None = Field(

@@ -157,6 +157,14 @@ _CHIP_SPEC: dict[str, tuple[Conv, tuple[str, ...]]] = {
     "aicore_freq_mhz": (_INT, ("Aicore Freq(MHZ)",)),
     "aicore_cur_freq_mhz": (_INT, ("Aicore curFreq(MHZ)",)),
     "aicore_count": (_INT, ("Aicore Count",)),
+    # `npu-smi info -t ecc` (Atlas npu-smi reference, "querying ECC information"): counts since the last
+    # `npu-smi clear -t ecc-info`, and the HBM pages isolated for them
+    "hbm_single_bit_errors": (_INT, ("HBM Single Bit Error Count",)),
+    "hbm_double_bit_errors": (_INT, ("HBM Double Bit Error Count",)),
+    "hbm_single_bit_isolated_pages": (_INT, ("HBM Single Bit Isolated Pages Count",)),
+    "hbm_double_bit_isolated_pages": (_INT, ("HBM Double Bit Isolated Pages Count",)),
+    "ddr_single_bit_errors": (_INT, ("DDR Single Bit Error Count",)),
+    "ddr_double_bit_errors": (_INT, ("DDR Double Bit Error Count",)),
 }
 
 
@@ -187,6 +195,12 @@ class ChipMetrics(ParsedModel):
     aicore_freq_mhz: int | None = None
     aicore_cur_freq_mhz: int | None = None
     aicore_count: int | None = None
+    hbm_single_bit_errors: int | None = None
+    hbm_double_bit_errors: int | None = None
+    hbm_single_bit_isolated_pages: int | None = None
+    hbm_double_bit_isolated_pages: int | None = None
+    ddr_single_bit_errors: int | None = None
+    ddr_double_bit_errors: int | None = None
     #: board sensors of an MCU section, e.g. {"LM75A_TE (C)": 36}
     sensors_c: dict[str, int | None] = Field(default_factory=dict)
     #: every key of the section as printed, for values this model does not name
@@ -212,6 +226,7 @@ _POWERS = _CHIP_SPEC["power_w"][1]
 _RATES = ("Aicore Usage Rate(%)", "Memory Usage Rate(%)", "HBM Usage Rate(%)")
 _CPU_RATES = ("Aicpu Usage Rate(%)", "Ctrlcpu Usage Rate(%)")
 _CLOCKS = ("HBM Clock Speed(MHz)", "DDR Clock Speed(MHz)", "Clock Speed(MHz)")
+_ECC = ("HBM Single Bit Error Count", "DDR Single Bit Error Count")
 
 #: view -> (groups of keys: each chip section has one key of every group, keys it never has). The views
 #: share keys (common repeats usages' rates and temp's temperature), so a view is told by the
@@ -222,6 +237,7 @@ _VIEW_KEYS: dict[str, tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]] = {
     "power": ((_POWERS,), _RATES + _CPU_RATES + _TEMPS + _CLOCKS),
     "common": ((_TEMPS, _RATES), _CPU_RATES + _CLOCKS),
     "memory": ((_CLOCKS,), _RATES + _CPU_RATES),
+    "ecc": ((_ECC,), _RATES + _CPU_RATES + _TEMPS + _CLOCKS),
 }
 
 
@@ -292,6 +308,7 @@ parse_npu_smi_temp = _chip_view("temp")
 parse_npu_smi_power = _chip_view("power")
 parse_npu_smi_common = _chip_view("common")
 parse_npu_smi_memory = _chip_view("memory")
+parse_npu_smi_ecc = _chip_view("ecc")
 
 
 # -- board -------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ resource, never in a check. `ALL` lists every resource in catalogue (batch) orde
 from __future__ import annotations
 
 from ascend_ready.checks.resources.base import HostBase, ProbeDef, ProbeFailed, Resource, probe_ids
+from ascend_ready.checks.resources.burn_in import BurnIn
 from ascend_ready.checks.resources.collective import CollectiveResult
 from ascend_ready.checks.resources.hccn import (
     HccnConfFile,
@@ -63,6 +64,7 @@ __all__ = [
     "ALL",
     "Accounts",
     "AscendDmi",
+    "BurnIn",
     "CannComponents",
     "Clock",
     "ClockOffset",
@@ -142,6 +144,7 @@ ALL: tuple[type[Resource], ...] = (
     AscendDmi,
     NodeSku,
     SdcProbe,
+    BurnIn,
     Thp,
     Sysctl,
     UserLimits,

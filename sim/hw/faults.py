@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import ipaddress
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,6 +108,17 @@ FAULTS: dict[str, FaultSpec] = {
         {"npu": None, "chip": None, "factor": 0.6},
         {"npu": "NPU id, or 'all' (default: first)", "chip": "chip id (default: every chip of the NPU)",
          "factor": "fraction of the healthy TFLOPS the chip reaches"}),
+    # A chip that passes at first and throttles once its load has run a while: after `after_s` seconds
+    # `npu-smi info -t common` shows it loaded, above the 90 C at which the toolbox guide says the chip
+    # throttles (toolboxug_0016), with its AI Core clock below the rated one: the "Aicore curFreq(MHZ)"
+    # under "Aicore Freq(MHZ)" that npu-smi prints for a frequency reduction (telegraf's npu_smi fixture
+    # prints both keys). The delay counts from the injection, which a burn-in starts right after.
+    "npu-throttle-after": FaultSpec(
+        "a chip heats up under load and clocks down after N seconds (npu-smi info -t common)",
+        ("npu-smi info -t common",),
+        {"npu": None, "chip": 0, "after_s": 30.0, "temp_c": 97, "freq_mhz": 1000},
+        {"after_s": "seconds after the injection before the chip throttles",
+         "temp_c": "the chip's temperature once throttled", "freq_mhz": "its AI Core clock then"}),
     "hbm-degraded": FaultSpec(
         "a chip's device memory runs slow", ("ascend-dmi --bw -t d2d",),
         {"npu": None, "chip": 0, "factor": 0.5},
@@ -128,8 +140,8 @@ FAULTS: dict[str, FaultSpec] = {
 _ENGINE_DEVICES = {"zip": "a250", "sec": "a255", "hpre": "a258"}
 
 
-_INT_PARAMS = {"npu", "chip", "temp_c", "pid", "memory_mb", "width", "device", "same_as", "enable", "count",
-               "other", "bit", "index"}
+_INT_PARAMS = {"npu", "chip", "temp_c", "freq_mhz", "pid", "memory_mb", "width", "device", "same_as",
+               "enable", "count", "other", "bit", "index"}
 
 
 def _coerce(kind: str, name: str, value):
@@ -144,7 +156,7 @@ def _coerce(kind: str, name: str, value):
             return factor
         if name in _INT_PARAMS and value is not None:
             return int(value)
-        if name in ("speed", "seconds"):
+        if name in ("speed", "seconds", "after_s"):
             return float(value)
     except (TypeError, ValueError):
         raise SimError(f"fault {kind}: {name}={value!r} is not a number") from None
@@ -197,6 +209,11 @@ def inject_fault(state: dict, kind: str, **params) -> dict:
         chip["error_codes"] = list(p["codes"] or DEFAULT_CODES[p["level"]])
     elif kind == "hot-chip":
         _chip(new, p)[1]["temp_c"] = int(p["temp_c"])
+    elif kind == "npu-throttle-after":
+        if p["after_s"] < 0 or not 0 < p["freq_mhz"] < 1800:
+            raise SimError("npu-throttle-after: after_s >= 0 and freq_mhz in 1..1799 (rated: 1800)")
+        _chip(new, p)[1]["throttle_after"] = {"since": time.time(), "after_s": p["after_s"],
+                                              "temp_c": p["temp_c"], "freq_mhz": p["freq_mhz"]}
     elif kind == "stray-process":
         npu, chip = _chip(new, p)
         new["processes"].append({"npu_id": npu["id"], "chip_id": chip["chip_id"], "pid": int(p["pid"]),

@@ -230,7 +230,10 @@ def _render(view: NodeView, tool: str, args: list[str], simdir: Path, fsroot: Pa
             cluster: Path | None = None) -> tuple[str, int, bool]:
     """(text, exit status, cacheable); hccn_tool setters persist their change here."""
     if tool == "npu-smi":
-        return npu_smi_run(view, args), 0, True
+        # a chip that throttles after a delay changes its `-t common` with the clock, not the state
+        timed = "common" in args and any(c.get("throttle_after") for n in view.state["npus"] for c in n["chips"]
+                                         if "-i" not in args or str(n["id"]) == args[args.index("-i") + 1])
+        return npu_smi_run(view, args), 0, not timed
     if tool == "lspci":
         return lspci.run(view, args), 0, True
     if tool == "lscpu":

@@ -6,6 +6,8 @@ the tool's `"\\t%-30s : %s"` format (npu-smi sources; TAB-indented in raw captur
 
 from __future__ import annotations
 
+import time
+
 from ascend_ready.sim.hw import numa
 from ascend_ready.sim.hw.faults import ERROR_INFO
 from ascend_ready.sim.hw.state import (
@@ -212,11 +214,15 @@ def common(view: NodeView, npu_id: int, chip_id: int | None = None) -> str:
                  kv("Memory Usage Rate(%)", _pct(memory_used(state, npu, chip), chip["memory_total_mb"]))]
         if chip["hbm_total_mb"]:
             lines.append(kv("HBM Usage Rate(%)", _pct(hbm_used(state, npu, chip), chip["hbm_total_mb"])))
-        lines += [kv("Aicore Usage Rate(%)", chip["aicore_pct"]), kv("Aicore Freq(MHZ)", 1800),
-                  kv("Aicore curFreq(MHZ)", 800 if not chip["aicore_pct"] else 1800)]
+        busy, freq, temp_c = chip["aicore_pct"], 800 if not chip["aicore_pct"] else 1800, chip["temp_c"]
+        hot = throttled(chip)
+        if hot is not None:  # past the fault's delay: loaded, hot and clocked down (sim/hw/faults.py)
+            busy, freq, temp_c = 100, hot["freq_mhz"], hot["temp_c"]
+        lines += [kv("Aicore Usage Rate(%)", busy), kv("Aicore Freq(MHZ)", 1800),
+                  kv("Aicore curFreq(MHZ)", freq)]
         if chip["hbm_total_mb"]:
             lines.append(kv("Aicore Count", 20))
-        lines.append(kv("Temperature(C)", chip["temp_c"]))
+        lines.append(kv("Temperature(C)", temp_c))
         if chip["power_w"] is not None:
             lines.append(kv("NPU Real-time Power(W)", _power(chip)))
         sections.append("".join(lines))
@@ -227,8 +233,32 @@ def common(view: NodeView, npu_id: int, chip_id: int | None = None) -> str:
     return _head(npu) + body + "\n" + mcu
 
 
+def throttled(chip: dict, now: float | None = None) -> dict | None:
+    """The chip's npu-throttle-after fault once its delay has passed (None before, or without one)."""
+    hot = chip.get("throttle_after")
+    if hot is None or (time.time() if now is None else now) < hot["since"] + hot["after_s"]:
+        return None
+    return hot
+
+
+def ecc(view: NodeView, npu_id: int, chip_id: int | None = None) -> str:
+    """ECC counts per chip, DDR then HBM (the key names of the Atlas npu-smi reference's `info -t ecc`);
+    the state's chip["ecc"] holds e.g. {"hbm_double": 2, "hbm_double_pages": 1} (0 where not named)."""
+    npu = _npu(view, npu_id)
+    sections = []
+    for chip in _chips(npu, chip_id):
+        counts = chip.get("ecc", {})
+        lines = [kv(f"{mem} {bits} Bit {what}", counts.get(f"{mem.lower()}_{bits.lower()}{key}", 0))
+                 for mem in ("DDR", "HBM") if mem == "DDR" or chip["hbm_total_mb"]
+                 for bits in ("Single", "Double")
+                 for what, key in (("Error Count", ""), ("Isolated Pages Count", "_pages"))]
+        sections.append(kv("Chip ID", chip["chip_id"]) + "".join(lines))
+    body = "\n".join(sections)
+    return (kv("NPU ID", npu["id"]) + body) if chip_id is not None else _head(npu) + body
+
+
 INFO_TYPES = {"board": board, "health": health, "temp": temp, "usages": usages, "power": power,
-              "common": common}
+              "common": common, "ecc": ecc}
 
 
 # ---------------------------------------------------------------- info -t topo

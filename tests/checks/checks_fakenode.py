@@ -387,6 +387,9 @@ def fake_host(
     put("training-env", training_env_output())
     put("machine-identity", machine_identity_output(name))
     put("npu-sdc", (SDC_DATA / "cpu-2ranks-clean.txt").read_text())
+    # what the burn-in probe printed in 5 s on CPU torch, its samples of 2 NPUs from the simulator's
+    # renderers (made as test_check_suite_burn_in.py's probe_output, without the fault)
+    put("burn-in", (SDC_DATA.parent / "burn-in" / "cpu-2npus-clean.txt").read_text())
     probes["toolkit-version"].stderr = "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info\n"
     for pid, value in (outputs or {}).items():
         if isinstance(value, ProbeResult):

@@ -114,7 +114,7 @@ def test_json_junit_and_prometheus_reports(runner, tmp_path):
     )
     assert result.exit_code == 1
     report = json.loads(result.stdout)
-    assert report["schema_version"] == 2 and report["tier"] == "quick"
+    assert report["schema_version"] == 3 and report["tier"] == "quick"
     hot = next(r for r in report["results"] if r["check_id"] == "npu.temperature")
     assert hot["status"] == "fail" and hot["message"] == "NPU 1 chip 0 at 90 °C (expected 10-70 °C)"
     assert hot["remediation"]["command"] == "npu-smi info -t temp -i 1 -c 0"  # the hot chip's own
@@ -170,7 +170,7 @@ def test_list_schema_and_parse(runner, tmp_path, sample):
         for c in json.loads(runner.invoke(main, ["list", "--tier", "quick", "--format", "json"]).stdout)
     }
     schema = json.loads(runner.invoke(main, ["schema"]).stdout)
-    assert schema["properties"]["schema_version"]["default"] == 2 and "CheckResult" in schema["$defs"]
+    assert schema["properties"]["schema_version"]["default"] == 3 and "CheckResult" in schema["$defs"]
     profile_schema = json.loads(runner.invoke(main, ["schema", "profile"]).stdout)
     assert profile_schema["additionalProperties"] is False and "npu_count" in profile_schema["properties"]
     path = tmp_path / "net.txt"

@@ -4,16 +4,13 @@ producer judged from synthetic snapshots, and a headless-Chromium screenshot of 
 from __future__ import annotations
 
 import os
-import shutil
-import struct
 import subprocess
-import zlib
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 from checks_fakenode import fake_host
 from click.testing import CliRunner
+from html_support import chromium, png_rgb
 
 from ascend_ready.checks.cli import main
 from ascend_ready.checks.html_report import STATUS_COLOURS, render_html
@@ -126,48 +123,6 @@ def test_html_option_writes_the_page_and_refuses_an_unwritable_place_before_coll
 # ---------------------------------------------------------------- what a browser shows
 
 
-def _chromium() -> str | None:
-    found = (shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome"))
-    return next((path for path in found if path), None)
-
-
-def _png_rgb(path: Path) -> tuple[int, int, list[bytes]]:
-    """(width, height, rows of RGB bytes) of an 8-bit RGB/RGBA non-interlaced PNG (what Chromium writes)."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, header = 8, b"", None
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
-        chunk = data[pos + 8 : pos + 8 + length]
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", chunk)
-        elif kind == b"IDAT":
-            idat += chunk
-        pos += 12 + length
-    width, height, depth, colour, _c, _f, interlace = header
-    assert depth == 8 and colour in (2, 6) and interlace == 0, header
-    bpp = 3 if colour == 2 else 4
-    raw, stride, rows, prev = zlib.decompress(idat), width * bpp, [], bytearray(width * bpp)
-    for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-            if kind == 1:
-                line[i] = (line[i] + a) & 0xFF
-            elif kind == 2:
-                line[i] = (line[i] + b) & 0xFF
-            elif kind == 3:
-                line[i] = (line[i] + (a + b) // 2) & 0xFF
-            elif kind == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
-        prev = line
-        rows.append(bytes(line) if bpp == 3 else bytes(v for k, v in enumerate(line) if k % 4 != 3))
-    return width, height, rows
-
-
 def _colour_table(tolerance: int = 2) -> dict[bytes, str]:
     """RGB bytes -> status, for each status colour and its near neighbours (rounding in the compositor)."""
     table = {}
@@ -223,7 +178,7 @@ def _grid_rows(width: int, rows: list[bytes], cells: int) -> list[list[str]]:
 
 
 @pytest.mark.skipif(
-    _chromium() is None, reason="chromium is not installed (scripts/system-deps.sh installs it, as root)"
+    chromium() is None, reason="chromium is not installed (scripts/system-deps.sh installs it, as root)"
 )
 def test_a_browser_shows_the_failed_cell_in_the_failure_colour(tmp_path):
     page = tmp_path / "report.html"
@@ -231,7 +186,7 @@ def test_a_browser_shows_the_failed_cell_in_the_failure_colour(tmp_path):
     shot = tmp_path / "report.png"  # kept with the test's tmp dir: the CI artefact
     result = subprocess.run(
         [
-            _chromium(),
+            chromium(),
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
@@ -247,7 +202,7 @@ def test_a_browser_shows_the_failed_cell_in_the_failure_colour(tmp_path):
         env={**os.environ, "HOME": str(tmp_path)},
     )
     assert shot.exists(), result.stdout + result.stderr
-    width, height, rows = _png_rgb(shot)
+    width, height, rows = png_rgb(shot)
     assert (width, height) == (1200, 800)
     grid = _grid_rows(width, rows, cells=len(CHECKS))
     # node01, node02 (os.thp, the 4th column, failed), node09 unreachable

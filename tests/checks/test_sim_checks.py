@@ -742,3 +742,57 @@ def test_sdc_fault_fails_the_device_it_names_and_clears(node):
                                              "from the exact result; the first at index 0: want 0x")
     root = Path(f"/proc/{cluster.node(NODE).pid}/root")
     assert not any((root / path).exists() for path in SDC_FILES.values())
+
+
+@pytest.mark.parametrize("duration,after_s", [
+    ("6s", 3),
+    pytest.param("60s", 30, marks=pytest.mark.slow),  # issue 30's acceptance run
+])
+def test_burn_in_fails_the_node_that_throttles_and_passes_the_clean_one(two_nodes, tmp_path, duration,
+                                                                         after_s):
+    """`ascend-check --tier burn-in --duration D` on node01 and node02 (their CPU torch: the lent checkout's,
+    as --python) with node01's first chip throttling `after_s` seconds in (npu-throttle-after): node01 fails
+    burn_in.throttle and burn_in.thermal with the curve that shows it in the JSON report, node02 passes them
+    (its load warns: a CPU's figures are no NPU's), and a browser shows the curves on the HTML page."""
+    import json
+    import sys
+
+    from click.testing import CliRunner
+
+    from ascend_ready.checks.cli import main
+    from ascend_ready.sim import faults
+
+    cluster = two_nodes[0]
+    page, out = tmp_path / "burn-in.html", tmp_path / "report.json"
+    faults.change(NODE, "npu-throttle-after", {"after_s": after_s})
+    try:
+        res = CliRunner().invoke(main, ["-i", str(cluster.inventory_path), "--limit", f"{NODE}:node02",
+                                        "--tier", "burn-in", "--duration", duration, "--select", "burn_in.*",
+                                        "--python", sys.executable, "--format", "json", "--html", str(page)])
+    finally:
+        faults.change(NODE, None, {})
+    assert res.exit_code == 1, res.output
+    out.write_text(res.stdout)
+    report = json.loads(res.stdout)
+    assert report["tier"] == "burn-in" and report["schema_version"] == 3
+    got = {(r["host"], r["check_id"]): r for r in report["results"]}
+    statuses = {k: r["status"] for k, r in got.items()}
+    assert statuses == {
+        **{(NODE, c): "pass" for c in ("burn_in.ecc", "burn_in.links")},
+        (NODE, "burn_in.throttle"): "fail", (NODE, "burn_in.thermal"): "fail", (NODE, "burn_in.load"): "warn",
+        **{("node02", c): "pass"
+           for c in ("burn_in.ecc", "burn_in.links", "burn_in.thermal", "burn_in.throttle")},
+        ("node02", "burn_in.load"): "warn",
+    }, {k: (r["status"], r["message"]) for k, r in got.items()}
+    throttle = got[(NODE, "burn_in.throttle")]
+    assert throttle["message"].startswith("throttled: npu 0 chip 0 at 100 % AI Core ran at 1000 of 1800 MHz "
+                                          "from "), throttle["message"]
+    clock = next(s for s in throttle["series"] if s["metric"] == "aicore_cur_freq_mhz"
+                 and s["subject"] == "npu 0 chip 0")
+    assert clock["values"][-1] == 1000 and len(clock["t_s"]) >= 2, clock
+    load = got[("node02", "burn_in.load")]
+    assert "sees no NPU, only cpu" in load["message"]
+    assert any(s["metric"] == "matmul_tflops" for s in load["series"])
+    from html_support import assert_curves_shown
+
+    assert_curves_shown(page, tmp_path)

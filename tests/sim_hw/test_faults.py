@@ -100,6 +100,21 @@ def test_hot_chip(node):
     assert_clears(node, before)
 
 
+def test_npu_throttle_after_changes_npu_smi_common_once_its_delay_has_passed(node):
+    later, hot = inject(node, "npu-throttle-after", npu=3, after_s=3600)
+    assert changed(later, hot) == set()  # an hour to go: the chip reports as before
+    node.write(hw.clear_faults(node.state))
+    before, after = inject(node, "npu-throttle-after", npu=3, after_s=0)
+    assert changed(before, after) == {"npu-smi info -t common -i 3"}
+    common = after["npu-smi info -t common -i 3"]
+    for line in ("\tAicore Usage Rate(%)           : 100\n", "\tAicore Freq(MHZ)               : 1800\n",
+                 "\tAicore curFreq(MHZ)            : 1000\n", "\tTemperature(C)                 : 97\n"):
+        assert line in common, common
+    assert_clears(node, before)
+    with pytest.raises(SimError, match=r"freq_mhz in 1\.\.1799"):
+        hw.inject_fault(node.state, "npu-throttle-after", freq_mhz=1800)
+
+
 def test_stray_process(node):
     before, after = inject(node, "stray-process", npu=5, pid=4242, memory_mb=30000)
     assert changed(before, after) == {"npu-smi info", "npu-smi info -t usages -i 5",

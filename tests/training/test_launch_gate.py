@@ -62,7 +62,7 @@ def test_every_bundled_profile_names_real_quick_checks():
 
 def test_a_whole_preflight_covers_training_and_records_what_it_ran(snapshot):
     report = printed(snapshot)
-    assert report.schema_version == 2 and report.select == [] and report.skip == []
+    assert report.schema_version == 3 and report.select == [] and report.skip == []
     assert set(TRAINING_CHECKS) <= set(report.selected_checks)
     assert all(h.training_checks == list(TRAINING_CHECKS) for h in report.hosts)
     spec = spec_of(report)

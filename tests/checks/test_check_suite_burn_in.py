@@ -1,0 +1,219 @@
+"""The burn-in tier's checks (checks/suite/test_burn_in.py) without a cluster: --duration refused before
+anything runs, the judging functions on real-shaped samples (what the simulator's npu-smi and hccn_tool
+print), and the burn-in probe itself run on this machine (its load on the checkout's CPU torch, its samples
+from the simulator's renderers through burn_in_tools.py) and judged by the checks. The run on simulated
+nodes: test_sim_checks.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from checks_fakenode import fake_host, judge
+from click.testing import CliRunner
+
+from ascend_ready.checks.burn_in import counter_growth, drop_over_time, parse_duration, throttled_at
+from ascend_ready.checks.cli import main
+from ascend_ready.checks.parsers.hccn import parse_hccn_link_stat
+from ascend_ready.checks.parsers.npu_smi_kv import parse_npu_smi_common, parse_npu_smi_ecc
+from ascend_ready.checks.profile import load_profile
+from ascend_ready.checks.report import REPORT_SCHEMA_VERSION, Report
+from ascend_ready.checks.resources.burn_in import Frame, _script, parse_burn_in
+from ascend_ready.errors import ConfigError
+from ascend_ready.sim.hw.faults import inject_fault
+from ascend_ready.sim.hw.state import NodeView, initial_state
+from ascend_ready.sim.render import hccn, npu_smi
+
+TOOLS = Path(__file__).with_name("burn_in_tools.py")
+#: NPUs of the node the probe samples here
+NPUS = 2
+
+
+# ---------------------------------------------------------------- --duration
+
+
+@pytest.mark.parametrize("text,seconds", [("60s", 60), ("10m", 600), ("1.5h", 5400), ("5s", 5)])
+def test_a_duration_is_a_number_and_a_unit(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text,says", [("60", "is not a duration"), ("10x", "is not a duration"),
+                                       ("-5s", "is not a duration"), ("1s", "burn-in takes 5 s to 24 h"),
+                                       ("2d", "is not a duration"), ("25h", "burn-in takes 5 s to 24 h")])
+def test_a_bad_duration_is_refused(text, says):
+    with pytest.raises(ConfigError, match=says):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--tier", "burn-in"], "--tier burn-in needs --duration D"),
+    (["--tier", "burn-in", "--duration", "10"], "--duration '10' is not a duration"),
+    (["--tier", "full", "--duration", "10m"], "--duration 10m is the burn-in's, not the full tier's"),
+])
+def test_the_cli_refuses_a_bad_duration_before_anything_is_written(tmp_path, args, says):
+    page = tmp_path / "r.html"
+    res = CliRunner().invoke(main, ["--hosts", "127.0.0.1:1", *args, "--html", str(page)])
+    assert res.exit_code == 2, res.output
+    assert says in res.output and "hint: " in res.output and "Traceback" not in res.output
+    assert not page.exists() and res.stdout == ""
+
+
+# ---------------------------------------------------------------- the judging, on real-shaped samples
+
+
+def _view(state) -> NodeView:
+    return NodeView(state)
+
+
+def test_burn_in_load__a_drop_from_the_first_fifth_to_the_last_is_measured_a_short_window_not():
+    # matmul TFLOPS of one device per round, as the load prints them (a 910B3 clocking down late)
+    rounds = [(0.0, 281.3), (10.0, 280.9), (20.0, 279.8), (30.0, 250.1), (40.0, 221.7), (50.0, 220.4)]
+    drop = drop_over_time(rounds, 0.0, 50.0)
+    assert (drop.first, drop.last) == (281.1, 221.05)  # t <= 10 s and t >= 40 s
+    assert round(drop.fraction, 3) == 0.214
+    steady = drop_over_time([(t, 281.0 + (t % 20) / 10) for t, _ in rounds], 0.0, 50.0)
+    assert abs(steady.fraction) < 0.01
+    assert drop_over_time([(0.0, 281.3)], 0.0, 0.0) is None
+
+
+def test_burn_in_ecc__growth_is_read_from_npu_smi_ecc_at_the_window_start_and_end():
+    state = initial_state("atlas-800t-a2", node_index=1, node_name="node01")
+    first = parse_npu_smi_ecc(npu_smi.ecc(_view(state), 0))
+    state["npus"][0]["chips"][0]["ecc"] = {"hbm_single": 3, "hbm_double": 1}
+    last = parse_npu_smi_ecc(npu_smi.ecc(_view(state), 0))
+
+    def counts(view):
+        return {f"chip {c.chip_id}": {"hbm_single_bit_errors": c.hbm_single_bit_errors,
+                                      "hbm_double_bit_errors": c.hbm_double_bit_errors} for c in view.chips}
+
+    grew = counter_growth(counts(first), counts(last))
+    assert [g.line() for g in grew] == ["chip 0: hbm_single_bit_errors 0 -> 3 (+3)",
+                                        "chip 0: hbm_double_bit_errors 0 -> 1 (+1)"]
+    assert counter_growth(counts(last), counts(first)) == []  # cleared in the window: no growth
+
+
+def test_burn_in_links__a_flap_is_link_stat_counting_up_between_the_window_start_and_end():
+    state = initial_state("atlas-800t-a2", node_index=1, node_name="node01")
+    before = parse_hccn_link_stat(hccn.run(_view(state), ["-i", "2", "-link_stat", "-g"]).text)
+    flapped = inject_fault(state, "link-down", device=2)
+    nic = next(c for n in flapped["npus"] for c in n["chips"] if c["logic_id"] == 2)["nic"]
+    nic["link"] = "UP"
+    nic["link_events"].append([nic["link_events"][-1][0] + 20, "UP"])
+    after = parse_hccn_link_stat(hccn.run(_view(flapped), ["-i", "2", "-link_stat", "-g"]).text)
+
+    def counters(stat):
+        return {"device 2": {"link_up_count": stat.link_up_count, "link_records": len(stat.records)}}
+
+    assert [g.line() for g in counter_growth(counters(before), counters(after))] == [
+        "device 2: link_up_count 1 -> 2 (+1)", "device 2: link_records 1 -> 3 (+2)"]
+
+
+def test_burn_in_throttle__a_chip_loaded_below_its_clock_not_an_idle_one():
+    state = initial_state("atlas-800t-a2", node_index=1, node_name="node01")
+    idle = parse_npu_smi_common(npu_smi.common(_view(state), 0)).chips[0]
+    assert (idle.aicore_usage_pct, idle.aicore_cur_freq_mhz, idle.aicore_freq_mhz) == (0, 800, 1800)
+    hot_state = inject_fault(state, "npu-throttle-after", after_s=0)
+    hot = parse_npu_smi_common(npu_smi.common(_view(hot_state), 0)).chips[0]
+    assert (hot.aicore_usage_pct, hot.aicore_cur_freq_mhz, hot.temperature_c) == (100, 1000, 97)
+
+    def row(t, m):
+        return (t, m.aicore_usage_pct, m.aicore_cur_freq_mhz, m.aicore_freq_mhz)
+
+    assert throttled_at([row(0.0, idle), row(1.0, idle)]) is None
+    assert throttled_at([row(0.0, idle), row(31.5, hot), row(32.5, hot)]) == 31.5
+
+
+# ---------------------------------------------------------------- the probe run here, then judged
+
+
+@pytest.fixture(scope="module")
+def probe_output(tmp_path_factory) -> str:
+    """The burn-in probe's output of a 5 s run on this machine, npu 0 throttling 1 s in."""
+    tmp = tmp_path_factory.mktemp("burn-in")
+    state = initial_state("atlas-800t-a2", node_index=1, node_name="node01")
+    state["npus"] = state["npus"][:NPUS]  # each sample costs a Python start per tool call here
+    state = inject_fault(state, "npu-throttle-after", after_s=1)
+    (tmp / "state.json").write_text(json.dumps(state))
+    (tmp / "bin").mkdir()
+    (tmp / "dev").mkdir()
+    for d in range(NPUS):  # the device nodes the probe's per-device loop lists
+        (tmp / "dev" / f"davinci{d}").touch()
+    for tool in ("npu-smi", "hccn_tool"):
+        run = f'exec {sys.executable} {TOOLS} {tmp}/state.json {tool} "$@"'
+        (tmp / "bin" / tool).write_text(f"#!/bin/sh\n{run}\n")
+        (tmp / "bin" / tool).chmod(0o755)
+    profile = load_profile("atlas-800t-a2").model_copy(update={"python": sys.executable})
+    env = {**os.environ, "PATH": f"{tmp / 'bin'}:{os.environ['PATH']}"}
+    script = _script(profile, 5).replace("/dev/davinci", f"{tmp}/dev/davinci")
+    res = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env,
+                         timeout=180)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def test_the_probe_splits_into_samples_and_rounds(probe_output):
+    run = parse_burn_in(probe_output)
+    assert (run.duration_s, run.interval_s, run.load_rc) == (5, 1, 0)
+    assert run.rounds and run.rounds[0].copies.device == "cpu" and "cpu" in run.rounds[0].matmul
+    kinds = {f.kind for f in run.frames}
+    assert kinds == {"npu-smi-common", "npu-smi-ecc", "hccn-link-stat", "hccn-stat"}
+    assert {f.subject for f in run.of("npu-smi-ecc") if f.end} == set(range(NPUS))
+    assert {f.subject for f in run.of("hccn-link-stat")} == set(range(NPUS))
+    assert all(isinstance(f, Frame) and f.t >= 0 for f in run.frames)
+
+
+def _edited(text: str, kind: str, subject: int, new: str) -> str:
+    """`text` with the window's last sample of `kind` for `subject` replaced by `new` (a tool's output)."""
+    marker = f"@@burn-in {kind} {subject}\n"
+    head, _, tail = text.rpartition(marker)
+    rest = tail.split("@@burn-in ", 1)[1]
+    return head + marker + new + "@@burn-in " + rest
+
+
+def test_burn_in_thermal__and_the_others_fail_a_hot_chip_ecc_growth_and_a_flap(probe_output):
+    state = initial_state("atlas-800t-a2", node_index=1, node_name="node01")
+    state["npus"][1]["chips"][0]["ecc"] = {"hbm_double": 2}
+    text = _edited(probe_output, "npu-smi-ecc", 1, npu_smi.ecc(_view(state), 1))
+    flapped = inject_fault(state, "link-down", device=1)
+    text = _edited(text, "hccn-link-stat", 1, hccn.run(_view(flapped), ["-i", "1", "-link_stat", "-g"]).text)
+    host = fake_host(outputs={"burn-in": text})
+    got = judge(host, tier="burn-in", select=["burn_in.*"])
+    statuses = {k: r.status for k, r in got.items()}
+    assert statuses == {"burn_in.ecc": "fail", "burn_in.links": "fail", "burn_in.load": "warn",
+                        "burn_in.thermal": "fail", "burn_in.throttle": "fail"}, got
+    assert got["burn_in.ecc"].message == "ECC errors grew: npu 1 chip 0: hbm_double_bit_errors 0 -> 2 (+2)"
+    assert got["burn_in.links"].message == "link flapped: device 1: link_records 1 -> 2 (+1)"
+    assert "npu 0 chip 0 at 100 % AI Core ran at 1000 of 1800 MHz from " in got["burn_in.throttle"].message
+    assert got["burn_in.thermal"].message.startswith("npu 0 chip 0 reached 97 C at ")
+    temps = [s for s in got["burn_in.thermal"].series if s.metric == "temperature_c"]
+    assert len(temps) == NPUS and max(v for v in temps[0].values if v is not None) == 97
+    assert "sees no NPU, only cpu" in got["burn_in.load"].message
+    report = Report(tier="burn-in", results=list(got.values()))
+    again = Report.model_validate_json(report.model_dump_json())
+    assert again.schema_version == REPORT_SCHEMA_VERSION == 3 and again.results[0].series
+
+
+def test_a_report_of_schema_2_still_reads():
+    old = {"schema_version": 2, "tier": "full", "results": [
+        {"check_id": "npu.count", "host": "node01", "status": "pass", "severity": "critical", "tier": "quick",
+         "title": "t", "evidence": [], "duration_s": 0.1}]}
+    report = Report.model_validate(old)
+    assert report.results[0].series is None
+
+
+def test_selecting_only_burn_in_checks_in_another_tier_names_the_tier_to_add():
+    res = CliRunner().invoke(main, ["list", "--tier", "full", "--select", "burn_in.*"])
+    assert res.exit_code == 2
+    assert "matches only burn-in-tier checks (burn_in.ecc," in res.output
+    assert "add --tier burn-in" in res.output
+
+
+def test_burn_in_links__skips_a_card_without_device_nics(probe_output):
+    got = judge(fake_host(outputs={"burn-in": probe_output}), profile="atlas-300i-duo", tier="burn-in",
+                select=["burn_in.links"])
+    assert got["burn_in.links"].status == "skip" and "no RoCE device NICs" in got["burn_in.links"].message
