@@ -155,7 +155,7 @@ def _judge_npu_load(host, figures) -> None:
     f"chip's power cap; run {_AGAIN} again once fixed",
 )
 def test_thermal(host):
-    hot = []
+    hot, gaps = [], []
     for subject, samples in _chips(host).items():
         temps = _curve("temperature_c", "C", subject, samples, "temperature_c")
         _curve("power_w", "W", subject, samples, "power_w")
@@ -165,7 +165,13 @@ def test_thermal(host):
         over = [(t, m.temperature_c) for t, m in samples if (m.temperature_c or 0) >= THROTTLE_TEMP_C]
         if over:
             hot.append(f"{subject} reached {max(v for _, v in over)} C at {over[0][0]:g} s")
+        unread = [f"{t:g} s" for t, m in samples if m.temperature_c is None]
+        if unread:  # a sample without a temperature (NA) could have been the hot one
+            gaps.append(f"{subject}: no temperature at {', '.join(unread)}")
     assert not hot, "; ".join(hot) + f" (the chip throttles above {THROTTLE_TEMP_C} C)"
+    if gaps:
+        not_judged("npu-smi printed no temperature in some samples: " + "; ".join(gaps),
+                   hint=f"npu-smi info -t common -i N on that node; run {_AGAIN} again")
 
 
 @check(

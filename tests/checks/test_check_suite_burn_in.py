@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -196,6 +197,21 @@ def test_burn_in_thermal__and_the_others_fail_a_hot_chip_ecc_growth_and_a_flap(p
     report = Report(tier="burn-in", results=list(got.values()))
     again = Report.model_validate_json(report.model_dump_json())
     assert again.schema_version == REPORT_SCHEMA_VERSION == 3 and again.results[0].series
+
+
+def test_burn_in_thermal__a_sample_without_a_temperature_is_not_judged_not_passed(probe_output):
+    """npu-smi prints `NA` for a sensor it could not read: the window then has a hole where the chip may
+    have been hot, so thermal is `error` naming the chip and the sample's time, never a pass."""
+    marker = "@@burn-in npu-smi-common 1\n"
+    head, _, tail = probe_output.rpartition(marker)
+    sample, sep, rest = tail.partition("@@burn-in ")
+    lines = [re.sub(r"^(\s*Temperature\(C\)\s*:\s*)\d+", r"\1NA", ln) for ln in sample.split("\n")]
+    assert lines != sample.split("\n"), "the sample printed no Temperature(C) line"
+    text = head + marker + "\n".join(lines) + sep + rest
+    text = re.sub(r"(Temperature\(C\)\s*:\s*)9\d\b", r"\g<1>60", text)  # npu 0's throttle fault, cooled
+    host = fake_host(outputs={"burn-in": text})
+    got = judge(host, tier="burn-in", select=["burn_in.thermal"])["burn_in.thermal"]
+    assert got.status == "error" and "npu 1 chip 0: no temperature at " in got.message, got
 
 
 def test_a_report_of_schema_2_still_reads():
