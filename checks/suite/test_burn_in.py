@@ -130,7 +130,13 @@ def _judge_drop(figures, start: float, end: float) -> None:
 
 
 def _judge_npu_load(host, figures) -> None:
-    idle = [s for s, samples in _chips(host).items() if not any(m.aicore_usage_pct for _, m in samples)]
+    chips = _chips(host)
+    unread = [s for s, samples in chips.items() if all(m.aicore_usage_pct is None for _, m in samples)]
+    if unread:
+        not_judged(f"npu-smi printed no AI Core use for {', '.join(unread)} in the window: whether the load "
+                   "reached them is unknown",
+                   hint=f"npu-smi info -t common -i N on that node; run {_AGAIN} again")
+    idle = [s for s, samples in chips.items() if not any(m.aicore_usage_pct for _, m in samples)]
     assert not idle, (f"npu-smi shows no AI Core use on {', '.join(idle)} while the load ran: the load "
                       "did not reach those chips")
     pool = _fleet_matmul(host)
@@ -184,7 +190,7 @@ def test_thermal(host):
     f"cooling and the power supply; run {_AGAIN} again; replace a card that keeps throttling",
 )
 def test_throttle(host):
-    throttled = []
+    throttled, gaps = [], []
     for subject, samples in _chips(host).items():
         _curve("aicore_usage_pct", "%", subject, samples, "aicore_usage_pct")
         _curve("aicore_cur_freq_mhz", "MHz", subject, samples, "aicore_cur_freq_mhz")
@@ -195,7 +201,13 @@ def test_throttle(host):
         if at is not None:
             _, busy, cur, rated = next(r for r in rows if r[0] == at)
             throttled.append(f"{subject} at {busy} % AI Core ran at {cur} of {rated} MHz from {at:g} s")
+        unread = [f"{t:g} s" for t, busy, cur, rated in rows if None in (busy, cur, rated)]
+        if unread:  # a sample without its use or clock (NA) could have been the throttled one
+            gaps.append(f"{subject}: no AI Core use or clock at {', '.join(unread)}")
     assert not throttled, "throttled: " + "; ".join(throttled)
+    if gaps:
+        not_judged("npu-smi printed no AI Core use or clock in some samples: " + "; ".join(gaps),
+                   hint=f"npu-smi info -t common -i N on that node; run {_AGAIN} again")
 
 
 def _readings(host, kind: str, values) -> tuple[dict, dict]:

@@ -214,6 +214,49 @@ def test_burn_in_thermal__a_sample_without_a_temperature_is_not_judged_not_passe
     assert got.status == "error" and "npu 1 chip 0: no temperature at " in got.message, got
 
 
+def _every_sample(text: str, subject: int, label: str, value: str, last_only: bool) -> str:
+    """`text` with `label`'s value set to `value` in npu `subject`'s last (or every) common sample."""
+    marker = f"@@burn-in npu-smi-common {subject}\n"
+    pattern = rf"^(\s*{re.escape(label)}\s*:\s*)\S+"
+    parts = text.split(marker)
+    for i in range(len(parts) - 1 if last_only else 1, len(parts)):
+        sample, sep, rest = parts[i].partition("@@burn-in ")
+        edited = re.sub(pattern, rf"\g<1>{value}", sample, flags=re.M)
+        assert edited != sample, f"the sample printed no {label} line"
+        parts[i] = edited + sep + rest
+    return marker.join(parts)
+
+
+def test_burn_in_throttle__a_sample_without_its_clock_is_not_judged_not_passed(probe_output):
+    """A sample whose curFreq npu-smi printed as NA could have been the throttled one: error naming the
+    chip and the sample's time; npu 0's throttle fault (a clock that is read) still fails first."""
+    text = _every_sample(probe_output, 1, "Aicore curFreq(MHZ)", "NA", last_only=True)
+    got = judge(fake_host(outputs={"burn-in": text}), tier="burn-in", select=["burn_in.throttle"])
+    assert got["burn_in.throttle"].status == "fail", got
+    cool = re.sub(r"(Aicore curFreq\(MHZ\)\s*:\s*)1000\b", r"\g<1>1800", text)  # npu 0 unthrottled
+    got = judge(fake_host(outputs={"burn-in": cool}), tier="burn-in", select=["burn_in.throttle"])
+    result = got["burn_in.throttle"]
+    assert result.status == "error" and "npu 1 chip 0: no AI Core use or clock at " in result.message, result
+
+
+def test_burn_in_load__a_chip_whose_use_npu_smi_never_printed_is_not_judged_not_idle(probe_output):
+    """A chip at 0 % AI Core use through the window fails (the load did not reach it); one whose use npu-smi
+    printed as NA in every sample is `error`: whether the load reached it is unknown."""
+    # the load as on an NPU node (torch_npu's devices): the chips' use tells whether it reached them
+    text = re.sub(r"^device cpu 1 ", "device npu 1 ", probe_output, flags=re.M)
+    text = re.sub(r"^(\w+) cpu [\d.]+", r"\g<1> 0 1.0", text, flags=re.M)  # steady figures: no drop
+    idle = judge(fake_host(outputs={"burn-in": text}), tier="burn-in", select=["burn_in.load"])
+    idle = idle["burn_in.load"]
+    # the fake state loads npu 0 only (its throttle fault): npu 1 printed 0 % use, so the load missed it
+    assert idle.status == "fail", idle
+    assert idle.message.startswith("npu-smi shows no AI Core use on npu 1 chip 0"), idle
+    text = _every_sample(text, 1, "Aicore Usage Rate(%)", "NA", last_only=False)
+    got = judge(fake_host(outputs={"burn-in": text}), tier="burn-in", select=["burn_in.load"])
+    result = got["burn_in.load"]
+    assert result.status == "error", result
+    assert "no AI Core use for npu 1 chip 0 in the window" in result.message, result
+
+
 def test_a_report_of_schema_2_still_reads():
     old = {"schema_version": 2, "tier": "full", "results": [
         {"check_id": "npu.count", "host": "node01", "status": "pass", "severity": "critical", "tier": "quick",

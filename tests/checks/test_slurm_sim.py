@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import urllib.request
@@ -182,11 +183,17 @@ def test_healthy_provisioned_nodes_stay_idle_judged_as_the_controller_judges_the
     assert {c: s for c, s in _statuses(own.stdout).items() if s not in ("pass", "skip")} == {}
 
 
-def _full_recheck(cluster, node: str) -> subprocess.CompletedProcess:
-    """The active re-check that alone returns a node ascend-check drained: the full tier, acting on Slurm."""
-    return node_run(cluster, node, f"{NODE_BIN}/ascend-check", "node", "--slurm-health", "--tier", "full",
-                    "--deadline", "300", "--node-name", node,
-                    *[a for glob in sorted(NOT_JUDGED) for a in ("--skip", glob)])
+def _full_recheck(cluster, node: str, judge_sdc: bool = False) -> subprocess.CompletedProcess:
+    """The active re-check that alone returns a node ascend-check drained: the full tier, acting on Slurm.
+
+    judge_sdc: npu.sdc too (one CPU torch per simulated device: a minute here), from a login shell as an
+    operator's, where the simulator's sdc fault reaches torch."""
+    skip = sorted(NOT_JUDGED - {"npu.sdc"} if judge_sdc else NOT_JUDGED)
+    argv = [f"{NODE_BIN}/ascend-check", "node", "--slurm-health", "--tier", "full", "--deadline", "300",
+            "--node-name", node, *[a for glob in skip for a in ("--skip", glob)]]
+    if judge_sdc:
+        return node_run(cluster, node, "bash", "-lc", shlex.join(argv), timeout=360)
+    return node_run(cluster, node, *argv)
 
 
 def test_a_narrowed_pcie_link_drains_the_node_and_its_repair_resumes_it(slurm):
@@ -225,6 +232,42 @@ def test_a_narrowed_pcie_link_drains_the_node_and_its_repair_resumes_it(slurm):
     history = node_run(slurm, "node02", "cat", "/var/lib/ascend-ready/drain-history.jsonl").stdout
     assert [json.loads(line)["action"] for line in history.splitlines()][-1] == "resume"
     assert any(json.loads(line)["action"] == "recheck" for line in history.splitlines())
+
+
+def test_a_bit_flipping_device_is_drained_by_the_full_recheck_and_returns_only_after_a_clean_one(slurm):
+    """Issue 30 under real slurmd: node02's device 0 flips bit 3 of every matmul (`ascend-sim fault node02
+    sdc`; its hook reaches torch through the PYTHONPATH of a login shell, sim/hw/faults.py). The full tier's
+    run, npu.sdc judged (the fleet's validate_skip leaves it out only for its cost), fails the node naming
+    the device and drains it with the check as its reason; cleared, the quick health check passes without
+    resuming it; a clean full re-check does."""
+    wait_for(
+        lambda: all(s == "idle" for s, _ in _nodes(slurm).values()), WITHIN, "every node idle", interval=1
+    )
+    _fault("node02", "sdc", device=0, bit=3)
+    try:
+        proc = _full_recheck(slurm, "node02", judge_sdc=True)
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        state = wait_for(
+            lambda: (lambda n: n if "drain" in n["node02"][0] else None)(_nodes(slurm)),
+            WITHIN,
+            "node02 drained",
+            interval=1,
+        )
+        assert state["node02"][1] == "ascend-check: npu.sdc"
+        assert state["node01"][0] == "idle" and state["node03"][0] == "idle"
+        report = json.loads(node_run(slurm, "node02", "cat", REPORT).stdout)
+        sdc = next(r for r in report["results"] if r["check_id"] == "npu.sdc")
+        assert sdc["status"] == "fail" and sdc["message"].startswith("cpu:0 (cpu) matmul-exact"), sdc
+        assert {r["check_id"] for r in report["results"] if r["status"] == "fail"} == {"npu.sdc"}
+    finally:
+        _fault("node02", None)
+    _next_run(slurm, "node02")
+    _next_run(slurm, "node02")
+    assert _nodes(slurm)["node02"] == state["node02"]
+    proc = _full_recheck(slurm, "node02", judge_sdc=True)
+    assert proc.returncode == 0 and "resumed" in proc.stderr, proc.stderr[-2000:]
+    wait_for(lambda: _nodes(slurm)["node02"][0] == "idle", WITHIN, "node02 idle after the re-check",
+             interval=1)
 
 
 def test_a_node_an_administrator_drained_stays_drained_when_it_passes(slurm):
