@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 R = TypeVar("R", bound="Resource")
+V = TypeVar("V")
 
 
 class ProbeFailed(AscendReadyError):
@@ -122,6 +123,23 @@ class Fleet:
 
     def __len__(self) -> int:
         return len(self.hosts)
+
+    def per_host(self, key: str, value: Callable[[HostBase], V], *,
+                 product: str | None = None) -> dict[str, V]:
+        """host name -> `value(host)` for every host judged together (of `product` where given), memoised
+        under `key` for the run. A host whose value raises AscendReadyError is left out: its own check says
+        why, and it is no part of what the others are compared with."""
+        if key not in self.memo:
+            out: dict[str, V] = {}
+            for peer in self.hosts:
+                if product is not None and peer.profile.product != product:
+                    continue
+                try:
+                    out[peer.name] = value(peer)
+                except AscendReadyError:
+                    continue
+            self.memo[key] = out
+        return self.memo[key]  # type: ignore[return-value]
 
 
 def short_command(command: str, limit: int = 160) -> str:

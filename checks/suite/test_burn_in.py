@@ -22,7 +22,6 @@ from ascend_ready.checks.burn_in import (
 )
 from ascend_ready.checks.registry import check, evidence, not_judged, series, warn
 from ascend_ready.checks.resources import BurnIn
-from ascend_ready.errors import AscendReadyError
 
 _AGAIN = "ascend-check --tier burn-in --duration 10m"
 _ECC = ("hbm_single_bit_errors", "hbm_double_bit_errors", "hbm_single_bit_isolated_pages",
@@ -63,18 +62,13 @@ _UNIT = {"matmul": "TFLOPS", "hbm": "GB/s", "h2d": "GB/s", "d2h": "GB/s"}
 
 def _fleet_matmul(host) -> list[float]:
     """Every NPU device's median matmul TFLOPS of every host judged together (memoised per run)."""
-    memo = host.fleet.memo
-    if "burn_in.load" not in memo:
-        pool = []
-        for peer in host.fleet.hosts:
-            try:
-                run = peer.resource(BurnIn).run
-            except AscendReadyError:  # that host's own check says why
-                continue
-            if run.rounds and run.rounds[0].copies.device == "npu":
-                pool += [median(v for _, v in pts) for pts in _figures(run)["matmul"].values()]
-        memo["burn_in.load"] = pool
-    return memo["burn_in.load"]  # type: ignore[return-value]
+    def medians(peer) -> list[float]:
+        run = peer.resource(BurnIn).run
+        if not (run.rounds and run.rounds[0].copies.device == "npu"):
+            return []
+        return [median(v for _, v in pts) for pts in _figures(run)["matmul"].values()]
+
+    return [v for values in host.fleet.per_host("burn_in.load", medians).values() for v in values]
 
 
 @check(

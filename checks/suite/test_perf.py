@@ -18,7 +18,6 @@ from ascend_ready.checks.perf_sku import UNITS, Expected, expected_for, judge
 from ascend_ready.checks.registry import check, evidence, not_judged, warn
 from ascend_ready.checks.resources import DeviceCopies, DeviceFlops, NodeSku, NpuSmi
 from ascend_ready.checks.resources.perf_torch import Copies
-from ascend_ready.errors import AscendReadyError
 
 Values = Callable[[object], dict[str, float]]
 Measured = Callable[[object], Copies]
@@ -42,17 +41,8 @@ def _expected(host, metric: str) -> Expected | None:
 
 def _fleet(host, check_id: str, values: Values) -> dict[str, dict[str, float]]:
     """host -> its values, for every host of this product judged together (memoised per check)."""
-    key = f"{check_id}:{host.profile.product}:perf"
-    memo = host.fleet.memo
-    if key not in memo:
-        out = {}
-        for peer in (h for h in host.fleet.hosts if h.profile.product == host.profile.product):
-            try:
-                out[peer.name] = values(peer)
-            except AscendReadyError:  # that host's own check says why; it is no part of the median
-                continue
-        memo[key] = out
-    return memo[key]  # type: ignore[return-value]
+    product = host.profile.product
+    return host.fleet.per_host(f"{check_id}:{product}:perf", values, product=product)
 
 
 def _judge(host, check_id: str, metric: str, values: Values, *, scale: Callable[[str], float] | None = None):

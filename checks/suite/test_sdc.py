@@ -42,23 +42,18 @@ def sdc_fingerprints(hosts) -> dict[str, dict[str, dict[str, str]]]:
 def _peers(host) -> dict[str, tuple[str, Votes]]:
     """host -> (its group, its votes), for every host judged together (memoised per run); a host judged
     alone takes the other nodes' from the fleet fingerprint file (ascend-check node --fleet-fingerprints)."""
-    memo = host.fleet.memo
-    if "npu.sdc" not in memo:
-        out = {}
-        for peer in host.fleet.hosts:
-            try:
-                run = peer.resource(SdcProbe).run
-                out[peer.name] = (_group(peer, run), votes(run))
-            except AscendReadyError:  # that host's own check says why; it has no vote
-                continue
-        if len(host.fleet.hosts) < 2:
-            recorded = host.fleet.reference.get(f"npu.sdc:{host.profile.product}", {})
-            for name, fields in recorded.items():
-                if name != host.name and "group" in fields:
-                    kernels = {k: v.split(",") for k, v in fields.items() if k != "group"}
-                    out[name] = (fields["group"], kernels)
-        memo["npu.sdc"] = out
-    return memo["npu.sdc"]  # type: ignore[return-value]
+    def vote(peer) -> tuple[str, Votes]:
+        run = peer.resource(SdcProbe).run
+        return _group(peer, run), votes(run)
+
+    out = dict(host.fleet.per_host("npu.sdc", vote))
+    if len(host.fleet.hosts) < 2:
+        recorded = host.fleet.reference.get(f"npu.sdc:{host.profile.product}", {})
+        for name, fields in recorded.items():
+            if name != host.name and "group" in fields:
+                kernels = {k: v.split(",") for k, v in fields.items() if k != "group"}
+                out[name] = (fields["group"], kernels)
+    return out
 
 
 @check(
