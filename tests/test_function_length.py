@@ -19,7 +19,8 @@ ALLOWED = {
     "modes mapped to one message saying what to do, in the order paramiko raises them",
     "provision/matrix.py:check_matrix": "the matrix's cross-row rules, one after another in the file's "
     "order: a flat list of refusals, each a few lines",
-    "checks/cli_options.py:target_options": "the click options every host-reaching command shares: declarations",
+    "checks/cli_options.py:target_options": "the click options every host-reaching command shares: "
+    "declarations",
     "checks/cli.py:main": "the CLI's option parsing and dispatch (a click command body and its help text)",
     "checks/cluster/collective_run.py:run_collective": "plan, run and read back the collectives' job: one "
     "sequence whose steps share the job's plan and sessions",
