@@ -68,19 +68,36 @@ def read_durations(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in data["modules"].items()}
 
 
+def join_group(item: pytest.Item, name: str) -> None:
+    """Give `item` the node id `<id>@<name>` by which xdist's loadgroup scheduler keeps a group on one
+    worker. xdist 3.8 does this itself for an `xdist_group` mark, but by setting `Item._nodeid`, which
+    pytest 9.2's structured node ids no longer read: the mark is silently ignored and every test is
+    scheduled alone (pytest-dev/pytest-xdist#1386, open), so each worker built every module's cluster."""
+    nodeid = f"{item.nodeid}@{name}"
+    if hasattr(item, "_id"):  # pytest >= 9.2
+        from _pytest.nodeid import NodeId  # pytest >= 9.2 only
+
+        item._id = NodeId.parse(nodeid)
+    else:
+        item._nodeid = nodeid
+    if item.nodeid != nodeid:
+        raise pytest.UsageError(f"cannot set the xdist group of {item.nodeid}: pytest {pytest.__version__}")
+
+
 def group_and_order(items: list[pytest.Item], durations: Path) -> list[pytest.Item]:
-    """`items` marked with their xdist group and ordered group by group, the longest group first (its
-    modules' recorded seconds summed; unrecorded modules count 0 and keep their order): xdist then hands the
-    next group to whichever worker is free, which finishes close to the best split."""
+    """`items` put in their xdist group (join_group) and ordered group by group, the longest group first
+    (its modules' recorded seconds summed; unrecorded modules count 0 and keep their order): xdist then
+    hands the next group to whichever worker is free, which finishes close to the best split."""
     seconds = read_durations(durations)
     groups: dict[str, list[pytest.Item]] = {}
     for item in items:
-        name = group_of(item)
-        item.add_marker(pytest.mark.xdist_group(name=name))
-        groups.setdefault(name, []).append(item)
+        groups.setdefault(group_of(item), []).append(item)
+    for name, members in groups.items():
+        for item in members:
+            join_group(item, name)
 
     def weight(name: str) -> float:
-        modules = {i.nodeid.split("::", 1)[0] for i in groups[name]}
+        modules = {i.nodeid.split("::", 1)[0].split("@", 1)[0] for i in groups[name]}
         return sum(seconds.get(m, 0.0) for m in modules)
 
     ordered = sorted(groups, key=weight, reverse=True)  # stable: equal weights keep collection order
