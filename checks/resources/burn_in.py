@@ -52,19 +52,13 @@ def _uptime():
         return float(f.read().split()[0])
 
 
-def _matmul(torch, kind, mod, d, n=1024, iters=5):
-    dev = torch.device("cpu") if mod is None else _dev(torch, kind, d)
-    dtype = torch.float32 if mod is None else torch.float16
-    a = torch.randn(n, n, device=dev, dtype=dtype)
-    b = torch.randn(n, n, device=dev, dtype=dtype)
-    sync = (lambda: None) if mod is None else mod.synchronize
-    torch.matmul(a, b)
-    sync()
-    start = time.perf_counter()
-    for _ in range(iters):
-        torch.matmul(a, b)
-    sync()
-    return 2.0 * n ** 3 * iters / (time.perf_counter() - start) / 1e12
+def _matmul(torch, kind, mod, d):
+    """TFLOPS of a torch.mm on device d: FP16 4096 x 4096 on an NPU, npu.flops' torch shape, so that the
+    SKU's floor holds here too (a 1024 x 1024 one is launch-bound, far below any cube's peak); FP32
+    1024 x 1024 on a CPU, long enough per round to be steady."""
+    if mod is None:
+        return _tflops(torch, torch.device("cpu"), torch.float32, 1024, 5, lambda: None)
+    return _tflops(torch, _dev(torch, kind, d), torch.float16, 4096, 5, mod.synchronize)
 
 
 def burn(duration):

@@ -21,7 +21,7 @@ from ascend_ready.checks.parsers.ascend_dmi import (
     parse_dmi_flops,
     parse_dmi_p2p,
 )
-from ascend_ready.checks.perf_sku import Sku, sku_for_chip
+from ascend_ready.checks.perf_sku import Expected, Metric, Sku, expected_for, sku_for_chip
 from ascend_ready.checks.resources.base import ProbeDef, ProbeFailed, Resource, probe
 from ascend_ready.checks.resources.npu import NpuSmi
 
@@ -79,6 +79,13 @@ class NodeSku(Resource):
     @property
     def chip_name(self) -> str:
         return Counter(self.names).most_common(1)[0][0]
+
+    def expected(self, metric: Metric, *, dtype: str = "fp16",
+                 link_width: int | None = None) -> Expected | None:
+        """The SKU's expected figure and floor of `metric` (None for a chip or metric sku_perf.yml lacks):
+        the one lookup the perf checks and the burn-in's load judge by."""
+        found = self.sku
+        return None if found is None else expected_for(*found, metric, dtype=dtype, link_width=link_width)
 
 
 class AscendDmi(Resource):

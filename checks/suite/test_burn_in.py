@@ -1,8 +1,8 @@
 """Burn-in (tier burn-in, `--duration D`): sustained load on every device for D with the chips and device NICs
 sampled in the same window (checks/resources/burn_in.py). A node fails on a thermal limit, throttling, ECC
 growth, a link flap or NIC error counters that grow, a drop in performance from the window's first part to
-its last, or a device below the fleet's floor; each result carries the curves it judged (the report's
-`series`, plotted on the HTML page). Judging: checks/burn_in.py.
+its last, or a device below its SKU's floor or the fleet's; each result carries the curves it judged (the
+report's `series`, plotted on the HTML page). Judging: checks/burn_in.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ascend_ready.checks.burn_in import (
     throttled_at,
 )
 from ascend_ready.checks.registry import check, evidence, not_judged, series, warn
-from ascend_ready.checks.resources import BurnIn
+from ascend_ready.checks.resources import BurnIn, NodeSku
 
 _AGAIN = "ascend-check --tier burn-in --duration 10m"
 _ECC = ("hbm_single_bit_errors", "hbm_double_bit_errors", "hbm_single_bit_isolated_pages",
@@ -74,10 +74,10 @@ def _fleet_matmul(host) -> list[float]:
 @check(
     "burn_in.load",
     title="the sustained load ran on every device for the whole window, without a drop from its first part "
-    "to its last, and no device is below the fleet's floor",
+    "to its last, and no device is below its SKU's floor or the fleet's",
     severity="major",
     tier="burn-in",
-    reads=[BurnIn],
+    reads=[BurnIn, NodeSku],
     fix="Look at the named device: npu-smi info -t common (its clock and temperature while loaded), its "
     f"cooling and power supply, other processes on it; run {_AGAIN} again; replace a device that keeps "
     "slowing down",
@@ -105,7 +105,7 @@ def test_load(host):
              f"{end - start:.0f} s, but a {kind}'s figures say nothing of the devices (make torch_npu see "
              "them)")
     _judge_drop(figures, start, end)
-    _judge_npu_load(host, figures)
+    _judge_npu_load(host, figures, on_npu=kind == "npu")
 
 
 def _judge_drop(figures, start: float, end: float) -> None:
@@ -123,7 +123,7 @@ def _judge_drop(figures, start: float, end: float) -> None:
     assert not dropped, "; ".join(dropped) + " from the window's first part to its last"
 
 
-def _judge_npu_load(host, figures) -> None:
+def _judge_npu_load(host, figures, *, on_npu: bool) -> None:
     chips = _chips(host)
     unread = [s for s, samples in chips.items() if all(m.aicore_usage_pct is None for _, m in samples)]
     if unread:
@@ -133,6 +133,9 @@ def _judge_npu_load(host, figures) -> None:
     idle = [s for s, samples in chips.items() if not any(m.aicore_usage_pct for _, m in samples)]
     assert not idle, (f"npu-smi shows no AI Core use on {', '.join(idle)} while the load ran: the load "
                       "did not reach those chips")
+    mine = {dev: median(v for _, v in pts) for dev, pts in sorted(figures["matmul"].items())}
+    if on_npu:
+        _judge_sku_floor(host, mine)
     pool = _fleet_matmul(host)
     if len(pool) < 2:
         evidence("one device in the fleet's pool: no floor relative to the fleet")
@@ -140,9 +143,23 @@ def _judge_npu_load(host, figures) -> None:
     floor = FLEET_FLOOR * median(pool)
     evidence(f"fleet floor {floor:.4g} TFLOPS ({FLEET_FLOOR:g} x the median {median(pool):.4g} of "
              f"{len(pool)} devices)")
-    mine = {dev: median(v for _, v in pts) for dev, pts in sorted(figures["matmul"].items())}
     slow = [f"device {dev} {v:.4g} TFLOPS" for dev, v in mine.items() if v < floor]
     assert not slow, f"below the fleet's floor {floor:.4g} TFLOPS: " + ", ".join(slow)
+
+
+def _judge_sku_floor(host, mine: dict[str, float]) -> None:
+    """Each device's median FP16 TFLOPS over the window against its SKU's floor (sku_perf.yml, the floor
+    npu.flops judges the same torch.mm shape by); a chip the file lacks is judged against the fleet only."""
+    node = host.resource(NodeSku)
+    exp = node.expected("matmul")
+    if exp is None:
+        evidence(f"chip {node.chip_name!r} (npu-smi info) has no FP16 figure in sku_perf.yml: no absolute "
+                 "floor, judged against the fleet only")
+        return
+    evidence(f"SKU {exp.sku} floor {exp.floor:g} TFLOPS ({exp.fraction:g} x {exp.expected:g}, {exp.source})")
+    slow = [f"device {dev} {v:.4g} TFLOPS" for dev, v in mine.items() if v < exp.floor]
+    assert not slow, (f"below the {exp.sku} floor {exp.floor:g} TFLOPS over the window: " + ", ".join(slow)
+                      + " (the absolute floor binds)")
 
 
 @check(

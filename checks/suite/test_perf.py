@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ascend_ready.checks.perf_sku import UNITS, Expected, expected_for, judge
+from ascend_ready.checks.perf_sku import UNITS, Expected, judge
 from ascend_ready.checks.registry import check, evidence, not_judged, warn
 from ascend_ready.checks.resources import DeviceCopies, DeviceFlops, NodeSku, NpuSmi
 from ascend_ready.checks.resources.perf_torch import Copies
@@ -26,15 +26,13 @@ Measured = Callable[[object], Copies]
 def _expected(host, metric: str) -> Expected | None:
     """The SKU's expected figure for `metric`, with an evidence line saying which SKU and why."""
     node = host.resource(NodeSku)
-    found = node.sku
-    if found is None:
+    if node.sku is None:
         evidence(f"chip {node.chip_name!r} (npu-smi info) is not in sku_perf.yml: no absolute floor, "
                  "judged against the fleet only")
         return None
-    sku_id, sku = found
-    exp = expected_for(sku_id, sku, metric, dtype="fp16", link_width=host.profile.pcie_width)
+    exp = node.expected(metric, link_width=host.profile.pcie_width)
     if exp is not None:
-        evidence(f"SKU {sku_id} (npu-smi names the chips {node.chip_name}): expected {exp.expected:g} "
+        evidence(f"SKU {exp.sku} (npu-smi names the chips {node.chip_name}): expected {exp.expected:g} "
                  f"{UNITS[metric]} ({exp.source}); healthy >= {exp.fraction:g} x it ({exp.fraction_source})")
     return exp
 

@@ -276,3 +276,24 @@ def test_burn_in_links__skips_a_card_without_device_nics(probe_output):
     got = judge(fake_host(outputs={"burn-in": probe_output}), profile="atlas-300i-duo", tier="burn-in",
                 select=["burn_in.links"])
     assert got["burn_in.links"].status == "skip" and "no RoCE device NICs" in got["burn_in.links"].message
+
+
+def test_burn_in_load__a_device_below_its_sku_s_floor_fails_one_above_it_passes(probe_output):
+    """On an NPU node each device's median FP16 TFLOPS over the window is judged against its SKU's floor
+    (sku_perf.yml, as npu.flops judges the same torch.mm shape), not only against the fleet: one node alone
+    has no fleet, yet a slow device of it fails."""
+    text = re.sub(r"^device cpu 1 ", "device npu 1 ", probe_output, flags=re.M)
+    text = _every_sample(text, 1, "Aicore Usage Rate(%)", "95", last_only=False)  # the load reached npu 1
+
+    def load(tflops: str):
+        figures = re.sub(r"^(matmul) cpu [\d.]+", rf"\g<1> 0 {tflops}", text, flags=re.M)
+        figures = re.sub(r"^(\w+) cpu [\d.]+", r"\g<1> 0 1.0", figures, flags=re.M)
+        return judge(fake_host(outputs={"burn-in": figures}), tier="burn-in",
+                     select=["burn_in.load"])["burn_in.load"]
+
+    slow = load("120.0")
+    assert slow.status == "fail", slow
+    assert re.match(r"below the 910B\w* floor [\d.]+ TFLOPS over the window: device 0 120 TFLOPS", slow.message)
+    assert any("floor" in e and "TFLOPS" in e and "x" in e for e in slow.evidence), slow.evidence
+    fast = load("330.0")
+    assert fast.status == "pass", fast
