@@ -15,9 +15,10 @@ return-to-service rule, and the node's drain history.
 - **Cannot judge.** A check that could not judge (`error`) says nothing about the hardware; a hung
   npu-smi on every node must not drain them. It drains only when `drain_on_error` is set.
 - **Return to service.** A node ascend-check drained is resumed only by a run of an active tier
-  (`resume_tiers`: the full tier by default) that passes, never by the quick health check alone: a
-  flapping fault (a link, an ECC burst) passes a quick look between failures (NVSentinel#1427, its
-  users' ask for an active re-check before a node comes back). An administrator's drain is never touched.
+  (`resume_tiers`: the full tier or burn-in by default, burn-in alone if so configured) that passes,
+  never by the quick health check alone: a flapping fault (a link, an ECC burst) passes a quick look
+  between failures (NVSentinel#1427, its users' ask for an active re-check before a node comes back).
+  An administrator's drain is never touched.
 - **History.** Slurm keeps only the current reason; the node keeps every drain, hold-back, quick pass and
   resume in `drain-history.jsonl` beside its report, one JSON object a line.
 """
@@ -64,7 +65,12 @@ class DrainPolicy:
     max_share: float = 0.5
     window_s: float = 3600.0
     drain_on_error: bool = False
-    resume_tiers: tuple[str, ...] = ("full",)
+    resume_tiers: tuple[str, ...] = ("full", "burn-in")  # burn-in runs the full tier and more
+
+    @classmethod
+    def resuming_from(cls, tier: str, **fields) -> DrainPolicy:
+        """The policy whose drained nodes come back after a pass of `tier` or a tier above it."""
+        return cls(resume_tiers=("burn-in",) if tier == "burn-in" else ("full", "burn-in"), **fields)
 
     def limit(self, total: int) -> int:
         """How many of `total` nodes ascend-check may hold drained in one window: at least one (a

@@ -23,6 +23,7 @@ from rich.console import Console
 from ascend_ready.checks import drain_policy
 from ascend_ready.checks import profile as profile_mod
 from ascend_ready.checks import report as report_mod
+from ascend_ready.checks.cli_options import burn_in_duration
 from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints
 from ascend_ready.checks.cluster.launchspec import healthy_devices
 from ascend_ready.checks.drain_policy import DrainPolicy
@@ -31,6 +32,7 @@ from ascend_ready.checks.node_unjudged import render_unjudged
 from ascend_ready.checks.preflight import PreflightOptions, collect_snapshot, judge_snapshot
 from ascend_ready.checks.registry import check_select
 from ascend_ready.checks.report import exit_code, render_json, render_prometheus, render_table
+from ascend_ready.checks.resources.burn_in import MARGIN_S
 from ascend_ready.checks.slurm_health import (
     REASON_PREFIX,
     act_on_verdict,
@@ -60,10 +62,27 @@ PROLOG_CHECKS = (
 )
 #: seconds of the run's deadline kept for judging and acting after the probe batch
 _JUDGE_MARGIN_S = 4.0
+#: --deadline's default: under Slurm's 60 s HealthCheckProgram limit
+DEFAULT_DEADLINE_S = 50.0
 #: the shortest --deadline: the judging margin plus a batch that can judge a node (one quick-tier batch
 #: takes 1-5 s on an idle node, npu-smi being the slowest probe): a shorter one would judge nothing and,
 #: under --slurm-health, drain a healthy node as "cannot judge"
 MIN_DEADLINE_S = 10.0
+
+
+def _deadline(given: float | None, duration_s: float | None) -> float:
+    """--deadline, or its default; a burn-in's must also cover the load (D) and its last round."""
+    if duration_s is None:
+        return DEFAULT_DEADLINE_S if given is None else given
+    need = duration_s + MARGIN_S + MIN_DEADLINE_S
+    if given is None:
+        return DEFAULT_DEADLINE_S + duration_s + MARGIN_S
+    if given < need:
+        raise ConfigError(f"--deadline {given:g} is shorter than the burn-in it must hold: --duration "
+                          f"{duration_s:g} s, {MARGIN_S:g} s for the load's last round and "
+                          f"{MIN_DEADLINE_S:g} s to judge",
+                          hint=f"give --deadline {need:g} or more, or leave it out")
+    return given
 
 
 def node_name(given: str | None = None) -> str:
@@ -156,7 +175,19 @@ class _Watchdog:
 
 
 @click.command("node")
-@click.option("--tier", type=click.Choice(["quick", "full"]), default="quick", show_default=True)
+@click.option(
+    "--tier",
+    type=click.Choice(["quick", "full", "burn-in"]),
+    default="quick",
+    show_default=True,
+    help="quick: no benchmarks; full: adds the benchmarks; burn-in: the full tier, then sustained load on "
+    "every device for --duration (a return-to-service re-check, a new node's acceptance).",
+)
+@click.option(
+    "--duration",
+    metavar="D",
+    help="How long the burn-in loads the devices (--tier burn-in): 60s, 10m; the deadline grows by it.",
+)
 @click.option("--select", multiple=True, metavar="GLOB", help="Only checks whose id matches (repeatable).")
 @click.option("--skip", multiple=True, metavar="GLOB", help="Leave out checks whose id matches (repeatable).")
 @click.option(
@@ -196,10 +227,10 @@ class _Watchdog:
 @click.option(
     "--deadline",
     type=click.FloatRange(0.0, 86400),
-    default=50.0,
-    show_default=True,
+    default=None,
     help=f"Seconds the whole run may take, acting included, at least {MIN_DEADLINE_S:g}: keep it under "
-    "Slurm's limit for a health check (60 s) or PrologEpilogTimeout.",
+    f"Slurm's limit for a health check (60 s) or PrologEpilogTimeout. [default: {DEFAULT_DEADLINE_S:g}; "
+    f"--tier burn-in: that plus D and {MARGIN_S:g} s for the load's last round]",
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option(
@@ -241,6 +272,14 @@ class _Watchdog:
     help="--slurm-health: seconds the breaker counts ascend-check's drains over (Slurm's reason times).",
 )
 @click.option(
+    "--resume-tier",
+    type=click.Choice(["full", "burn-in"]),
+    default="full",
+    show_default=True,
+    help="--slurm-health: the re-check whose pass returns a node ascend-check drained (a quick pass never "
+    "does); burn-in: only a passing --tier burn-in run, for as long as its --duration says.",
+)
+@click.option(
     "--slurm-textfile",
     type=click.Path(dir_okay=False),
     metavar="FILE",
@@ -275,6 +314,7 @@ class _Watchdog:
 @click.option("-v", "--verbose", is_flag=True, help="List passing checks in the table too.")
 def node_command(
     tier,
+    duration,
     select,
     skip,
     profile,
@@ -290,6 +330,7 @@ def node_command(
     slurm_health,
     drain_max_share,
     drain_window,
+    resume_tier,
     slurm_textfile,
     drain_on_error,
     prolog,
@@ -304,11 +345,17 @@ def node_command(
       ascend-check node --prometheus /var/lib/prometheus/node-exporter/ascend_check.prom
       ascend-check node --slurm-health --fleet-fingerprints /etc/ascend-ready/fleet.json
       ascend-check node --prolog
+      ascend-check node --tier burn-in --duration 10m --slurm-health
     \b
     Exit codes: 0 all passed; 1 a check failed or could not be judged (--slurm-health: Slurm could not be
     told); 2 usage or configuration error.
     """
 
+    duration_s = burn_in_duration({"duration": duration, "tier": tier})
+    deadline = _deadline(deadline, duration_s)
+    if prolog and duration_s is not None:
+        raise ConfigError("--prolog runs before every job: a burn-in there would hold each job for its "
+                          "duration", hint="run the burn-in as a re-check: --tier burn-in --slurm-health")
     if deadline < MIN_DEADLINE_S:
         raise ConfigError(
             f"--deadline {deadline:g}: a run needs at least {MIN_DEADLINE_S:g} s ({_JUDGE_MARGIN_S:g} s are "
@@ -342,7 +389,6 @@ def node_command(
         raise ConfigError(f"--report {report_file} is a directory", hint="give a file path")
     check_select(select, tier)
     if fleet_file:
-
         fleet = load_fleet_fingerprints(fleet_file)
     else:
         fleet = None
@@ -357,16 +403,15 @@ def node_command(
         fanout=FanoutOptions(
             concurrency=1, probe_timeout_s=min(probe_timeout, batch_s), host_deadline_s=batch_s
         ),
+        duration_s=duration_s,
     )
-
-
-    policy = DrainPolicy(max_share=drain_max_share, window_s=drain_window, drain_on_error=drain_on_error)
+    policy = DrainPolicy.resuming_from(resume_tier, max_share=drain_max_share, window_s=drain_window,
+                                       drain_on_error=drain_on_error)
 
     def on_expiry(msg: str) -> None:
         if prometheus:
             _write_unjudged(prometheus, name, f"run passed its {deadline:g} s deadline")
         if slurm_health and policy.drain_on_error:
-
             act_on_verdict(
                 name,
                 f"{REASON_PREFIX} cannot judge: run passed its {deadline:g} s deadline",
@@ -384,15 +429,12 @@ def node_command(
                 _write_unjudged(prometheus, name, f"run failed: {why}")
             raise
         if gres_line:
-
             click.echo(gres_conf_line(name, healthy_devices(snap.hosts[name])[0]))
             sys.exit(int(ExitCode.OK))
 
         if fmt == "json":
             click.echo(render_json(report), nl=False)
         else:
-
-
             render_table(report, Console(soft_wrap=False, width=max(100, Console().width)), verbose=verbose)
         if prometheus:
             _write(prometheus, render_prometheus(report), "textfile")

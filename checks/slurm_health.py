@@ -183,7 +183,8 @@ def act_on_verdict(
                     "recheck",
                     "",
                     f"{node} passed the {tier} tier; stays drained ({state.reason!r}) until an active "
-                    f"re-check passes: ascend-check node --slurm-health --tier {policy.resume_tiers[0]}",
+                    f"re-check passes: ascend-check node --slurm-health --tier {policy.resume_tiers[0]}"
+                    + (" --duration 10m" if policy.resume_tiers[0] == "burn-in" else ""),
                 )
             _call(run, [scontrol, "update", f"NodeName={node}", "State=RESUME"], timeout)
             return SlurmAction(

@@ -293,7 +293,8 @@ def test_burn_in_load__a_device_below_its_sku_s_floor_fails_one_above_it_passes(
 
     slow = load("120.0")
     assert slow.status == "fail", slow
-    assert re.match(r"below the 910B\w* floor [\d.]+ TFLOPS over the window: device 0 120 TFLOPS", slow.message)
+    assert re.match(r"below the 910B\w* floor [\d.]+ TFLOPS over the window: device 0 120 TFLOPS",
+                    slow.message), slow
     assert any("floor" in e and "TFLOPS" in e and "x" in e for e in slow.evidence), slow.evidence
     fast = load("330.0")
     assert fast.status == "pass", fast

@@ -141,3 +141,18 @@ def test_a_quick_pass_never_resumes_our_drain_a_full_pass_does_an_admins_stays()
     assert slurm.nodes["node02"].state == "idle"
     admin = act(slurm, "node04", None, tier="full")
     assert admin.action == "none" and slurm.nodes["node04"].reason == "replace DIMM B3"
+
+
+def test_a_burn_in_pass_resumes_our_drain_and_with_resume_tier_burn_in_a_full_pass_no_longer_does():
+    """The burn-in tier is the full tier and sustained load: its pass returns a node as a full pass does.
+    Where the operator asked for a burn-in before return (`--resume-tier burn-in`), a full pass leaves the
+    node drained and says which re-check to run."""
+    slurm = FakeSlurm.from_capture()
+    assert act(slurm, "node02", None, tier="burn-in").action == "resume"
+    slurm = FakeSlurm.from_capture()
+    strict = DrainPolicy.resuming_from("burn-in")
+    held = act(slurm, "node02", None, tier="full", policy=strict)
+    assert held.action == "recheck" and slurm.nodes["node02"].state == "drained" and not slurm.updates
+    assert "ascend-check node --slurm-health --tier burn-in --duration 10m" in held.note
+    assert act(slurm, "node02", None, tier="burn-in", policy=strict).action == "resume"
+    assert slurm.nodes["node02"].state == "idle"

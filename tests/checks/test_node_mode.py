@@ -135,7 +135,8 @@ def node_run(monkeypatch):
         host.profile = A2
         snap = Snapshot(hosts={name: host})
         return run_checks(
-            snap, {name: A2}, options.checks(), fleet_reference=fleet and fleet.fingerprints
+            snap, {name: A2}, options.checks(), tier=options.tier,
+            fleet_reference=fleet and fleet.fingerprints,
         ), snap
 
     monkeypatch.setattr(node_mode, "run_node", fake)
@@ -510,3 +511,42 @@ def test_slurm_health_cli_holds_back_past_the_breaker_and_exports_it(node_run, t
     CliRunner().invoke(main, args)
     assert slurm.nodes["node02"].comment == ""
     assert 'ascend_check_drain_held_back{host="node02"} 0.0\n' in prom.read_text()
+
+
+# ---------------------------------------------------------------- node-local burn-in (issue 30)
+
+
+def test_a_node_local_burn_in_loads_for_its_duration_within_a_deadline_that_holds_it(node_run, monkeypatch):
+    """`ascend-check node --tier burn-in --duration D` (a return-to-service re-check under Slurm, a new
+    node's acceptance on the node itself) runs the burn-in checks, and its deadline grows by D and the
+    load's last round unless one is given."""
+    seen = []
+    fake = node_mode.run_node
+    monkeypatch.setattr(node_mode, "run_node", lambda name, options, fleet: (seen.append(options),
+                                                                          fake(name, options, fleet))[1])
+    result = CliRunner().invoke(main, ["node", "--tier", "burn-in", "--duration", "90s", "--node-name",
+                                       "node01", "--format", "json", "--no-report"])
+    report = Report.model_validate_json(result.stdout)
+    burn_in = {r.check_id: r.status for r in report.results if r.check_id.startswith("burn_in.")}
+    assert set(burn_in) == {"burn_in.load", "burn_in.thermal", "burn_in.throttle", "burn_in.ecc",
+                            "burn_in.links"}, burn_in
+    assert burn_in["burn_in.thermal"] == "pass" and report.tier == "burn-in"
+    (options,) = seen
+    assert options.duration_s == 90
+    assert options.fanout.host_deadline_s == node_mode.DEFAULT_DEADLINE_S + 90 + node_mode.MARGIN_S - 4
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--tier", "burn-in"], "--tier burn-in needs --duration D"),
+        (["--duration", "60s"], "--duration 60s is the burn-in's, not the quick tier's"),
+        (["--tier", "burn-in", "--duration", "60s", "--deadline", "120"],
+         "--deadline 120 is shorter than the burn-in it must hold"),
+        (["--tier", "burn-in", "--duration", "60s", "--prolog"], "--prolog runs before every job"),
+    ],
+)
+def test_a_node_local_burn_in_without_its_duration_or_room_for_it_is_refused(node_run, args, says):
+    result = CliRunner().invoke(main, ["node", "--no-report", *args])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and "hint: " in result.output
