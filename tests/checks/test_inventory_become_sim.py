@@ -37,6 +37,7 @@ def run(cluster, tmp_path, *extra: str):
 
 def test_a_sudo_user_probes_as_root_and_a_password_rule_is_named(sim_cluster, tmp_path):
     plain = run(sim_cluster, tmp_path)
+    assert plain["node01"].reachable, plain["node01"].error
     assert plain["node01"].probes["who"].stdout == "ascend\n" and plain["node01"].probes["shadow"].rc != 0
     became = run(sim_cluster, tmp_path, "ansible_become=true")
     for node in NODES:

@@ -4,10 +4,12 @@ sim/packages builds into the wheel, imported by this venv's torch over a scratch
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
+from ascend_ready.sim.hw.state import initial_state
 from ascend_ready.sim.packages.wheels import torch_npu_files
 
 
@@ -26,8 +28,12 @@ def _run(tmp_path, code: str) -> subprocess.CompletedProcess:
         (fs / "dev" / name).touch()
     for name in ("libhccl.so", "libascendcl.so"):
         (fs / "lib" / name).touch()
+    simdir = tmp_path / "simdir"  # the simulated driver's state, as ascend-sim writes it (sim/hw/simdir.py)
+    simdir.mkdir()
+    state = initial_state("atlas-800t-a2", node_index=1, node_name="node01")
+    (simdir / "state.json").write_text(json.dumps(state))
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), "ASCEND_SIM_FSROOT": str(fs),
-           "LD_LIBRARY_PATH": "/lib"}
+           "LD_LIBRARY_PATH": "/lib", "ASCEND_SIM_ROOT": str(simdir)}
     env.pop("ASCEND_RT_VISIBLE_DEVICES", None)
     return subprocess.run([sys.executable, "-c", "import torch, torch_npu\n" + code], env=env,
                           capture_output=True, text=True, timeout=300)
@@ -70,3 +76,17 @@ def test_the_npu_device_computes_on_the_cpu_and_hccl_all_reduces_over_gloo(tmp_p
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["None", "npu:1 cpu torch.Size([8, 8]) tensor(2.)",
                                      "hccl [1.0, 1.0, 1.0, 1.0]", "[[1, 2]]"]
+
+
+def test_get_device_name_is_the_soc_name_the_runtime_reports(tmp_path):
+    """torch.npu.get_device_name(N) is 'Ascend' and the chip npu-smi names ('Ascend910B3', as torch_npu
+    reports it: LlamaFactory#6671's environment); the SDC worker records it per device (npu.sdc errored
+    on its absence). An id the runtime does not see fails."""
+    code = ("print(torch.npu.get_device_name(0), torch_npu.npu.get_device_name('npu:1'))\n"
+            "torch.npu.set_device(1)\nprint(torch.npu.get_device_name())\n"
+            "try:\n    torch.npu.get_device_name(2)\nexcept RuntimeError as e:\n    print('error', e)\n")
+    proc = _run(tmp_path, code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["Ascend910B3 Ascend910B3", "Ascend910B3",
+                                        "error NPU function error: aclrtGetSocName, error code is 107001 "
+                                        "(invalid device=2)"]
