@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 from ascend_ready.errors import ConfigError
 
+#: seconds the burn-in probe may run past its duration: the load's last round, the closing samples
+MARGIN_S = 180.0
+
 __all__ = [
     "DROP_FRACTION",
     "FLEET_FLOOR",

@@ -23,6 +23,7 @@ from rich.console import Console
 from ascend_ready.checks import drain_policy
 from ascend_ready.checks import profile as profile_mod
 from ascend_ready.checks import report as report_mod
+from ascend_ready.checks.burn_in import MARGIN_S
 from ascend_ready.checks.cli_options import burn_in_duration
 from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints
 from ascend_ready.checks.cluster.launchspec import healthy_devices
@@ -32,7 +33,6 @@ from ascend_ready.checks.node_unjudged import render_unjudged
 from ascend_ready.checks.preflight import PreflightOptions, collect_snapshot, judge_snapshot
 from ascend_ready.checks.registry import check_select
 from ascend_ready.checks.report import exit_code, render_json, render_prometheus, render_table
-from ascend_ready.checks.resources.burn_in import MARGIN_S
 from ascend_ready.checks.slurm_health import (
     REASON_PREFIX,
     act_on_verdict,

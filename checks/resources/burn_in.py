@@ -26,6 +26,7 @@ import shlex
 from dataclasses import dataclass
 from functools import cached_property
 
+from ascend_ready.checks.burn_in import MARGIN_S
 from ascend_ready.checks.parsers.base import fail
 from ascend_ready.checks.parsers.hccn import parse_hccn_link_stat, parse_hccn_stat
 from ascend_ready.checks.parsers.npu_smi_kv import parse_npu_smi_common, parse_npu_smi_ecc
@@ -40,8 +41,6 @@ __all__ = ["BURN_IN", "BURN_IN_CODE", "MARGIN_S", "BurnIn", "BurnInRun", "for_du
 
 HEADER = "ascend-check burn-in v1"
 _MARK = "@@burn-in "
-#: seconds the probe may run past its duration: the load's last round, the closing samples
-MARGIN_S = 180.0
 _DEFAULT_S = 60.0
 
 #: the load: perf_torch's measure() in rounds, and a matmul per device, until the duration is spent
