@@ -11,9 +11,9 @@ BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 VERL_VERSION ?= 0.9.1
 PYTEST_ARGS ?=
-# TEST_WORKERS=2 runs two pytest-xdist workers (tests/xdist_support.py): 25 min instead of 37, not yet green (3 sim
-# tests fail under two workers: see tests/README.md); one process until they pass
-TEST_WORKERS ?= 0
+# two pytest-xdist workers (tests/xdist_support.py: a module, and the provisioned fleet's modules, one group each);
+# TEST_WORKERS=0 runs the suite in one process
+TEST_WORKERS ?= 2
 XDIST_ARGS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 OLDEST_SET := .venv-oldest-set
