@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,13 @@ from xdist_support import group_and_order, isolate_worker
 # Under pytest-xdist (make test: -n 2) each worker gets simulated clusters of its own: run dirs and subnets
 # are set here, before sim_support and tests/provision_play/conftest.py read them at import.
 isolate_worker(os.environ)
+
+# A suite started in the background (`nohup make test &`, a CI step without job control) inherits SIGINT
+# ignored, and an ignored signal stays ignored across exec: the launchers it starts would never see the
+# Ctrl-C the interruption tests send (test_multinode_sim, test_verl_ray_sim, test_transport_edges). A handled
+# one is reset to the default at exec, so the children get what a terminal gives them.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)

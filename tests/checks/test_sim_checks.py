@@ -449,10 +449,13 @@ def venv_node(node):
     keeps its own copy, so a verdict from the wrong interpreter shows)."""
     cluster, profile_path = node
     u = TRAINING_USER
+    # the session cluster's nodes have `ascend` already (the sudo user other modules log in as): it stays,
+    # with its home and authorized_keys; only a user this fixture made is removed after it
+    made = sh(cluster, f"id {u} >/dev/null 2>&1 || {{ useradd -m -s /bin/bash {u} && echo made; }}")
+    made = made == "made\n"
     sh(
         cluster,
         f"""set -e
-        id {u} >/dev/null 2>&1 || useradd -m -s /bin/bash {u}
         V={VENV}
         python3 -m venv --without-pip "$V" 2>/dev/null || {{ mkdir -p "$V/bin"
             ln -sf "$(command -v python3)" "$V/bin/python"; echo "home = /usr/bin" > "$V/pyvenv.cfg"; }}
@@ -473,7 +476,8 @@ def venv_node(node):
         target, vars={**target.vars, "ascend_training_user": u, "stack_id": SIM_STACK_ID}
     )
     yield cluster, profile_path, target
-    sh(cluster, f"userdel -r {u} 2>/dev/null; sed -i '/^{u} /d' /etc/security/limits.d/90-ascend.conf")
+    gone = f"userdel -r {u} 2>/dev/null" if made else f"rm -rf {shlex.quote(VENV)}"
+    sh(cluster, f"{gone}; sed -i '/^{u} /d' /etc/security/limits.d/90-ascend.conf")
 
 
 def test_training_users_venv_and_login_shell_are_judged(venv_node):
