@@ -33,6 +33,10 @@ mirror_pid=
 
 cleanup() {
   [ -n "$mirror_pid" ] && kill "$mirror_pid" 2>/dev/null || true
+  if [ -n "${ASCEND_DEMO_KEEP:-}" ]; then  # to look around after the demo: ascend-sim exec node01 -- ...
+    echo "cluster kept (ASCEND_DEMO_KEEP): $BIN/ascend-sim down removes it" >&2
+    return
+  fi
   "$BIN/ascend-sim" down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
