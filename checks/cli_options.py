@@ -11,6 +11,21 @@ import click
 
 from ascend_ready.errors import ConfigError
 
+#: --tier and --duration, as every command that runs checks takes them (a run, collect, node)
+tier_option = click.option(
+    "--tier",
+    type=click.Choice(["quick", "full", "burn-in"]),
+    default="quick",
+    show_default=True,
+    help="quick: no benchmarks; full: adds pings, the torch_npu import and the benchmarks; burn-in: "
+    "the full tier, then sustained load on every device for --duration, sampled beside it.",
+)
+duration_option = click.option(
+    "--duration",
+    metavar="D",
+    help="How long the burn-in loads the devices (--tier burn-in): a number and a unit: 60s, 10m.",
+)
+
 
 def target_options(fn):
     """Options shared by the plain run and `collect`: which hosts, how to reach them, which checks."""
@@ -40,19 +55,8 @@ def target_options(fn):
         click.option(
             "--limit", metavar="PATTERN", help="Only these inventory hosts/groups (Ansible syntax)."
         ),
-        click.option(
-            "--tier",
-            type=click.Choice(["quick", "full", "burn-in"]),
-            default="quick",
-            show_default=True,
-            help="quick: no benchmarks; full: adds pings, the torch_npu import and the benchmarks; burn-in: "
-            "the full tier, then sustained load on every device for --duration, sampled beside it.",
-        ),
-        click.option(
-            "--duration",
-            metavar="D",
-            help="How long the burn-in loads the devices (--tier burn-in): a number and a unit: 60s, 10m.",
-        ),
+        tier_option,
+        duration_option,
         click.option(
             "--select", multiple=True, metavar="GLOB", help="Only checks whose id matches (repeatable)."
         ),

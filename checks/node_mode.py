@@ -24,7 +24,7 @@ from ascend_ready.checks import drain_policy
 from ascend_ready.checks import profile as profile_mod
 from ascend_ready.checks import report as report_mod
 from ascend_ready.checks.burn_in import MARGIN_S
-from ascend_ready.checks.cli_options import burn_in_duration
+from ascend_ready.checks.cli_options import burn_in_duration, duration_option, tier_option
 from ascend_ready.checks.cluster.fleet_file import load_fleet_fingerprints
 from ascend_ready.checks.cluster.launchspec import healthy_devices
 from ascend_ready.checks.drain_policy import DrainPolicy
@@ -175,19 +175,8 @@ class _Watchdog:
 
 
 @click.command("node")
-@click.option(
-    "--tier",
-    type=click.Choice(["quick", "full", "burn-in"]),
-    default="quick",
-    show_default=True,
-    help="quick: no benchmarks; full: adds the benchmarks; burn-in: the full tier, then sustained load on "
-    "every device for --duration (a return-to-service re-check, a new node's acceptance).",
-)
-@click.option(
-    "--duration",
-    metavar="D",
-    help="How long the burn-in loads the devices (--tier burn-in): 60s, 10m; the deadline grows by it.",
-)
+@tier_option  # burn-in here: a return-to-service re-check, a new node's acceptance; --deadline grows by D
+@duration_option
 @click.option("--select", multiple=True, metavar="GLOB", help="Only checks whose id matches (repeatable).")
 @click.option("--skip", multiple=True, metavar="GLOB", help="Leave out checks whose id matches (repeatable).")
 @click.option(
