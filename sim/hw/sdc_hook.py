@@ -24,8 +24,7 @@ def _patch(torch):
     original = torch.matmul
     ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
-    def matmul(a, b, *args, **kwargs):
-        out = original(a, b, *args, **kwargs)
+    def flip(out):
         if int(os.environ.get("LOCAL_RANK", "0")) != fault["device"] or not out.is_floating_point():
             return out
         flat = out.contiguous().view(-1)
@@ -35,6 +34,13 @@ def _patch(torch):
         bits[fault["index"]] ^= 1 << fault["bit"]
         return flat.view(out.shape)
 
+    def matmul(a, b, *args, **kwargs):
+        return flip(original(a, b, *args, **kwargs))
+
+    # for the emulated NPU's fp16 matmul (sim/packages/wheels.py EMULATED_NPU), which computes in fp32
+    # below this hook and flips the bit of its fp16 result, as a faulty device returns it
+    matmul.__wrapped__ = original
+    matmul.ascend_sim_fault = flip
     torch.matmul = matmul
 
 

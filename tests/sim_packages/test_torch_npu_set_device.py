@@ -13,7 +13,7 @@ from ascend_ready.sim.hw.state import initial_state
 from ascend_ready.sim.packages.wheels import torch_npu_files
 
 
-def _run(tmp_path, code: str) -> subprocess.CompletedProcess:
+def _run(tmp_path, code: str, pythonpath=()) -> subprocess.CompletedProcess:
     import torch
 
     version = torch.__version__.split("+")[0]  # built for this torch, as the matrix pins them together
@@ -32,7 +32,8 @@ def _run(tmp_path, code: str) -> subprocess.CompletedProcess:
     simdir.mkdir()
     state = initial_state("atlas-800t-a2", node_index=1, node_name="node01")
     (simdir / "state.json").write_text(json.dumps(state))
-    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), "ASCEND_SIM_FSROOT": str(fs),
+    path = os.pathsep.join([*map(str, pythonpath), str(tmp_path / "site")])
+    env = {**os.environ, "PYTHONPATH": path, "ASCEND_SIM_FSROOT": str(fs),
            "LD_LIBRARY_PATH": "/lib", "ASCEND_SIM_ROOT": str(simdir)}
     env.pop("ASCEND_RT_VISIBLE_DEVICES", None)
     return subprocess.run([sys.executable, "-c", "import torch, torch_npu\n" + code], env=env,
@@ -90,3 +91,39 @@ def test_get_device_name_is_the_soc_name_the_runtime_reports(tmp_path):
     assert proc.stdout.splitlines() == ["Ascend910B3 Ascend910B3", "Ascend910B3",
                                         "error NPU function error: aclrtGetSocName, error code is 107001 "
                                         "(invalid device=2)"]
+
+
+def test_the_npu_device_multiplies_fp16_as_the_cube_does_fast_and_under_the_sdc_fault(tmp_path):
+    """fp16 matmuls on the emulated device accumulate in fp32 and round once, as an NPU's cube does (the CPU's
+    own fp16 kernel took 43 s for one 2048^3 product here: the full tier's probes took minutes per
+    device); with the sdc fault's hook on (sim/hw/sdc_hook.py) the flipped bit is the fp16 result's."""
+    from pathlib import Path
+
+    import ascend_ready.sim.hw as hw
+
+    site = tmp_path / "site"
+    site.mkdir()
+    fault = tmp_path / "fs" / "var/lib/ascend-sim/runtime/sdc.json"
+    fault.parent.mkdir(parents=True)
+    fault.write_text(json.dumps({"device": 0, "bit": 3, "index": 0, "kernel": "matmul"}))
+    (site / "sitecustomize.py").write_text((Path(hw.__file__).parent / "sdc_hook.py").read_text())
+    code = ("import time\n"
+            "torch.npu.set_device(0)\n"
+            "g = torch.Generator().manual_seed(1)\n"
+            "a, b = (torch.randn(2048, 2048, generator=g).half() for _ in range(2))\n"
+            "want = torch.mm(a.float(), b.float()).half()\n"
+            "t = time.perf_counter()\n"
+            "outs = [torch.matmul(a, b), torch.mm(a, b), a @ b, a.mm(b),\n"
+            "        torch.mm(a, b, out=torch.empty_like(a))]\n"
+            "took = time.perf_counter() - t\n"
+            "bits = lambda x: x.view(-1).view(torch.int16)\n"
+            "print(took < 15, [int((bits(o) != bits(want)).sum()) for o in outs],\n"
+            "      int(bits(outs[0])[0] ^ bits(want)[0]), outs[0].dtype)\n"
+            "x = torch.randn(4, 4, generator=g)\n"  # fp32: the CPU's kernel, the hook on torch.matmul
+            "got, plain = torch.matmul(x, x).view(-1), torch.mm(x, x).view(-1)\n"
+            "i32 = lambda x: int(x[:1].view(torch.int32))\n"
+            "print(bool(torch.equal(got[1:], plain[1:])), i32(got) ^ i32(plain))\n")
+    proc = _run(tmp_path, code, pythonpath=(site,))
+    assert proc.returncode == 0, proc.stderr
+    # only torch.matmul carries the hook (the SDC worker's kernel); the others are the plain cube
+    assert proc.stdout.splitlines() == ["True [1, 0, 0, 0, 0] 8 torch.float16", "True 8"]
