@@ -40,19 +40,19 @@ def samples_dir() -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _node_port_claims(tmp_path_factory):
-    """The nodes' port claims (checks/cluster/port_claims.py) of this test session in a directory of its
-    own: a launch to `local` or to a simulated node claims there, never in this machine's /var/tmp, which
-    other sessions on it share."""
+def _port_claims(tmp_path_factory):
+    """The port claims (checks/cluster/port_claims.py, port_plan.PortClaims) of this test session in
+    directories of its own: the nodes' (a launch to `local` or to a simulated node claims there, never in
+    this machine's /var/tmp, which other sessions share) and the controller's (never ~/.local/state: an
+    xdist worker's live job on its own cluster's `node01` would move the other worker's plans to another
+    slot, as it would for one controller's two jobs on one node)."""
     from ascend_ready.checks.cluster.port_claims import NODE_CLAIMS_DIR_ENV
 
-    old = os.environ.get(NODE_CLAIMS_DIR_ENV)
-    os.environ[NODE_CLAIMS_DIR_ENV] = str(tmp_path_factory.mktemp("node-port-claims") / "claims")
+    patch = pytest.MonkeyPatch()
+    patch.setenv(NODE_CLAIMS_DIR_ENV, str(tmp_path_factory.mktemp("node-port-claims") / "claims"))
+    patch.setenv("ASCEND_READY_STATE_DIR", str(tmp_path_factory.mktemp("controller-state")))
     yield
-    if old is None:
-        os.environ.pop(NODE_CLAIMS_DIR_ENV, None)
-    else:
-        os.environ[NODE_CLAIMS_DIR_ENV] = old
+    patch.undo()
 
 
 @pytest.fixture
