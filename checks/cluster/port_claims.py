@@ -16,8 +16,13 @@ stale, and reaped (renamed away atomically, then removed, so two reapers never r
 - on the node itself, when its node boot id is not the node's (the node rebooted: the job died with it);
 - by the controller, when it names this controller host, with this boot id, and a pid that is gone (or
   another boot id: the controller rebooted).
-A claim of another controller host whose job is gone cannot be judged from here: it is respected, and the
-refusal names it with the command that removes it.
+- by the controller, when it was made inside a Slurm allocation (a job launched by `ascend-train` under
+  sbatch or salloc: its controller is the batch host, which the next job's may not be) and Slurm says that
+  job is over: `squeue` lists it in a final state, or no longer knows the id (squeue exits 1 with
+  "slurm_load_jobs error: Invalid job id specified" for one unknown id: fractal-server#1681,
+  MatterMiners/tardis#326). A squeue that fails otherwise (slurmctld unreachable) reaps nothing.
+Any other claim of another controller host whose job is gone cannot be judged from here: it is respected,
+and the refusal names it with the command that removes it.
 
 NODE_CLAIMS_DIR is in /var/tmp (kept across a Slurm job's private /tmp and /dev/shm, and on every Linux),
 mode 1777 like /var/tmp itself, so the claims of every user's jobs meet in one place.
@@ -30,6 +35,7 @@ import os
 import secrets
 import shlex
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,7 +43,8 @@ from dataclasses import dataclass
 from ascend_ready.errors import ParseError, TrainingError
 
 __all__ = ["CLAIM_REPLY_KIND", "NODE_CLAIMS_DIR", "NODE_CLAIMS_DIR_ENV", "ClaimReply", "NodeClaims", "RunOn",
-           "boot_id", "claim_script", "describe_owner", "parse_claim_reply", "release_script"]
+           "boot_id", "claim_script", "describe_owner", "parse_claim_reply", "release_script",
+           "slurm_job_over"]
 
 NODE_CLAIMS_DIR = "/var/tmp/ascend-ready-port-claims"
 #: another claims directory, the same on every node (a site whose /var/tmp is not shared by its users)
@@ -150,6 +157,30 @@ def parse_claim_reply(text: str) -> ClaimReply:
     raise ParseError(CLAIM_REPLY_KIND, "not granted, held OWNER or error WHY", line_no=n, line=line)
 
 
+#: squeue's job states after which a job holds nothing (squeue(1), JOB STATE CODES); any other one, or one
+#: this list does not know, counts as live
+SLURM_FINAL_STATES = frozenset({
+    "BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+    "REVOKED", "SPECIAL_EXIT", "TIMEOUT"})
+#: what squeue prints (stderr, exit 1) for one job id slurmctld no longer holds (past MinJobAge)
+SQUEUE_UNKNOWN_JOB = "Invalid job id specified"
+
+
+def slurm_job_over(job_id: str, run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> bool:
+    """Whether Slurm says job `job_id` is over: a final state, or an id it no longer knows. False whenever
+    it cannot say (no squeue, slurmctld unreachable, a state not listed): a claim is reaped only on
+    Slurm's word."""
+    argv = ["squeue", "--noheader", "--jobs", str(job_id), "--states=all", "--format=%T"]
+    try:
+        proc = run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    if proc.returncode != 0:
+        return SQUEUE_UNKNOWN_JOB in proc.stderr
+    states = {line.strip() for line in proc.stdout.splitlines() if line.strip()}
+    return not states or states <= SLURM_FINAL_STATES
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process `pid` of this machine lives (one another user owns counts)."""
     try:
@@ -165,26 +196,36 @@ def describe_owner(owner: Mapping | None) -> str:
     if not owner:
         return "a claim being made (its owner file is not written yet)"
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(owner.get("created", 0))))
-    return (f"job {owner.get('job_id')} (controller {owner.get('controller')}, pid {owner.get('pid')}, user "
-            f"{owner.get('user')}, since {since})")
+    slurm = f"Slurm job {owner['slurm_job_id']}, " if owner.get("slurm_job_id") else ""
+    return (f"job {owner.get('job_id')} (controller {owner.get('controller')}, {slurm}"
+            f"pid {owner.get('pid')}, user {owner.get('user')}, since {since})")
 
 
 class NodeClaims:
     """This job's claims on its nodes, through `run` (the fleet's sessions, or a Slurm step)."""
 
-    def __init__(self, run: RunOn, job_id: str, directory: str | None = None):
+    def __init__(self, run: RunOn, job_id: str, directory: str | None = None,
+                 slurm_over: Callable[[str], bool] = slurm_job_over):
         self.run = run
         self.directory = directory or os.environ.get(NODE_CLAIMS_DIR_ENV) or NODE_CLAIMS_DIR
         self.token = secrets.token_hex(8)
         self.owner = {"token": self.token, "job_id": job_id, "controller": socket.gethostname(),
                       "controller_boot_id": boot_id(), "pid": os.getpid(),
                       "user": os.environ.get("USER") or str(os.getuid()), "created": round(time.time(), 3)}
+        if os.environ.get("SLURM_JOB_ID"):  # made inside an allocation: Slurm can say when that job is over
+            self.owner["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
+        self.slurm_over = slurm_over
         self.held: dict[int, list[str]] = {}
 
     def _stale(self, owner: Mapping | None) -> bool:
-        """A claim of a job of this controller host that is gone (its pid, or its boot)."""
+        """A claim of a job that is gone: of this controller host (its pid, or its boot), or of a Slurm job
+        that Slurm says is over (whichever host launched it)."""
         if not owner or owner.get("token") == self.token:
             return False
+        slurm_job = owner.get("slurm_job_id")
+        other_job = slurm_job and str(slurm_job) != self.owner.get("slurm_job_id")
+        if other_job and self.slurm_over(str(slurm_job)):
+            return True
         if owner.get("controller") != self.owner["controller"]:
             return False
         if owner.get("controller_boot_id") != self.owner["controller_boot_id"]:

@@ -15,6 +15,7 @@ from ascend_ready.checks.cluster.port_claims import (
     NodeClaims,
     claim_script,
     parse_claim_reply,
+    slurm_job_over,
 )
 from ascend_ready.checks.cluster.port_plan import PortClaims, make_plan
 from ascend_ready.errors import ParseError, TrainingError
@@ -112,6 +113,75 @@ def test_a_claim_of_a_rebooted_node_or_of_a_gone_job_here_is_reaped(tmp_path):
     # slot 0 on node02 was made in this boot by a live job (this process): respected
     assert "claimed by job job-old" in new.claim(0, ["node02"])
     assert not list(nodes.dir_of("node01").glob(".reap.*"))
+
+
+#: what `squeue --noheader --jobs ID --states=all --format=%T` prints (stdout, stderr, exit status):
+#: a final state while slurmctld still holds the job; past MinJobAge, one id it no longer knows
+#: (fractal-server#1681, MatterMiners/tardis#326, reframe#3122); slurmctld down (Slurm's
+#: slurm_strerror for SLURM_COMMUNICATIONS_CONNECTION_ERROR)
+SQUEUE = {
+    "running": ("RUNNING\n", "", 0),
+    "completing": ("COMPLETING\n", "", 0),
+    "cancelled": ("CANCELLED\n", "", 0),
+    "node-fail": ("NODE_FAIL\n", "", 0),
+    "forgotten": ("", "slurm_load_jobs error: Invalid job id specified\n", 1),
+    "empty": ("", "", 0),
+    "controller-down": ("", "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n",
+                        1),
+    "new-state": ("RESV_DEL_HOLD\n", "", 0),
+}
+
+
+@pytest.mark.parametrize("case,over", [("running", False), ("completing", False), ("cancelled", True),
+                                       ("node-fail", True), ("forgotten", True), ("empty", True),
+                                       ("controller-down", False), ("new-state", False)])
+def test_slurm_says_whether_a_claims_job_is_over_and_an_unsure_answer_is_no(case, over):
+    calls = []
+
+    def squeue(argv, **kw):
+        calls.append(argv)
+        out, err, rc = SQUEUE[case]
+        return subprocess.CompletedProcess(argv, rc, out, err)
+
+    assert slurm_job_over("4100", run=squeue) is over
+    assert calls == [["squeue", "--noheader", "--jobs", "4100", "--states=all", "--format=%T"]]
+
+
+def test_no_squeue_on_the_controller_reaps_nothing():
+    def missing(argv, **kw):
+        raise FileNotFoundError(2, "No such file or directory", "squeue")
+
+    assert slurm_job_over("4100", run=missing) is False
+
+
+def test_a_claim_of_another_batch_hosts_slurm_job_is_reaped_once_slurm_says_it_is_over(tmp_path, monkeypatch):
+    """Under Slurm the controller is the job's batch host, which the next job's may not be: a claim left by a
+    job killed there (scancel past KillWait, its batch host lost) is judged by asking Slurm, not its pid."""
+    nodes = LocalNodes(tmp_path)
+    monkeypatch.setenv("SLURM_JOB_ID", "4100")
+    old = _claims(tmp_path, "job-old", nodes)
+    assert old.owner["slurm_job_id"] == "4100"
+    assert old.claim(0, NODES) is None
+    for node in NODES:  # made by the batch host of job 4100, not this one
+        path = nodes.dir_of(node) / "slot-0" / "owner"
+        path.write_text(path.read_text().replace(f'"controller": "{old.owner["controller"]}"',
+                                                 '"controller": "node07"'))
+    monkeypatch.setenv("SLURM_JOB_ID", "4101")
+    asked = []
+    live = NodeClaims(nodes, "job-live", directory=str(tmp_path / "claims"),
+                      slurm_over=lambda job: asked.append(job) or False)
+    why = live.claim(0, NODES)
+    assert why.startswith("node01: slot 0 is claimed by job job-old (controller node07, ") and "4100" in why
+    assert set(asked) == {"4100"}
+    new = NodeClaims(nodes, "job-new", directory=str(tmp_path / "claims"),
+                     slurm_over=lambda job: job == "4100")
+    assert new.claim(0, NODES) is None
+    assert {json.loads((nodes.dir_of(n) / "slot-0" / "owner").read_text())["job_id"] for n in NODES} == {
+        "job-new"}
+    # a claim of the same allocation (an earlier launch of this batch script) is judged by its pid as before
+    monkeypatch.setenv("SLURM_JOB_ID", "4101")
+    again = NodeClaims(nodes, "job-again", directory=str(tmp_path / "claims"), slurm_over=lambda job: True)
+    assert "claimed by job job-new" in again.claim(0, ["node01"])
 
 
 def test_a_claims_directory_the_user_cannot_create_in_refuses_naming_node_path_and_fix(tmp_path):
