@@ -3,10 +3,12 @@ device NICs sampled beside it in the same window, so the load is shown to have r
 runner keeps its monitor beside the measurement the same way).
 
 The load is the full tier's torch probe (perf_torch.py: device-memory, host-to-device and device-to-host
-copies, device pairs) plus a matmul per device, in rounds, by the training interpreter, until the duration
-is spent. Beside it the probe samples `npu-smi info -t common` per NPU (temperature, power, AI Core use
-and clock), and at the window's start and end `npu-smi info -t ecc` and `hccn_tool -link_stat` / `-stat`
-per device (cumulative counters: their growth is what counts). Each sample is kept as the tool printed it
+copies, device pairs) plus a matmul per device and an all-reduce across the node's devices (one process
+per device, hccl on an NPU), in rounds, by the training interpreter, until the duration is spent: the
+cube, HBM, PCIe and the HCCS links loaded at once, as a job loads them. Beside it the probe samples
+`npu-smi info -t common` per NPU (temperature, power, AI Core use and clock), and at the window's start
+and end `npu-smi info -t ecc` and `hccn_tool -link_stat` / `-stat` per device (cumulative counters: their
+growth is what counts). Each sample is kept as the tool printed it
 and read by that tool's parser. Layout of the output:
 
     ascend-check burn-in v1 duration 60 interval 1
@@ -16,17 +18,20 @@ and read by that tool's parser. Layout of the output:
     round 8313.02                        (a round's start, /proc/uptime)
     ascend-check torch-bandwidth v1 ...  (perf_torch's lines for that round)
     matmul 0 281.3012                    (TFLOPS of the round's matmul on device 0)
+    allreduce 0 121.0034                 (GB/s bus bandwidth of device 0's all-reduce in the round)
     @@burn-in load stderr                (then the load's stderr)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import shlex
 from dataclasses import dataclass
 from functools import cached_property
 
 from ascend_ready.checks.burn_in import MARGIN_S
+from ascend_ready.checks.cluster import sdc_worker
 from ascend_ready.checks.parsers.base import fail
 from ascend_ready.checks.parsers.hccn import parse_hccn_link_stat, parse_hccn_stat
 from ascend_ready.checks.parsers.npu_smi_kv import parse_npu_smi_common, parse_npu_smi_ecc
@@ -44,7 +49,9 @@ _MARK = "@@burn-in "
 _DEFAULT_S = 60.0
 
 #: the load: perf_torch's measure() in rounds, and a matmul per device, until the duration is spent
-BURN_IN_CODE = TORCH_BW_CODE.split('\nif __name__ == "__main__":')[0] + r'''
+BURN_IN_CODE = TORCH_BW_CODE.split('\nif __name__ == "__main__":')[0] + (
+    "\nimport glob, os\nfrom importlib.util import find_spec\n\n\n"  # the SDC worker's device count, below
+    + inspect.getsource(sdc_worker._devices)) + r'''
 
 def _uptime():
     with open("/proc/uptime") as f:
@@ -60,23 +67,107 @@ def _matmul(torch, kind, mod, d):
     return _tflops(torch, _dev(torch, kind, d), torch.float16, 4096, 5, mod.synchronize)
 
 
-def burn(duration):
+#: the all-reduce of every round: 64 MiB of fp32 per rank, hccl.allreduce's largest default message
+ALLREDUCE_BYTES = 64 << 20
+
+
+def _copies(mod, d):
+    """A round's copies (perf_torch's measure()) as lines; device d current again afterwards."""
     import io
+    buf = io.StringIO()
+    measure(size=64 << 20, pair_size=16 << 20, iters=3, out=buf)
+    if mod is not None:
+        mod.set_device(d)  # measure() walked every device
+    return [buf.getvalue().rstrip("\n")]
+
+
+def burn(duration, ranks=None):
+    """The load for `duration` s: one process per device with an all-reduce across them every round when
+    the node has more than one (`ranks`: that many CPU processes over gloo instead, to try it on a CPU);
+    else one process."""
+    kind, count = _devices("auto")
+    world = ranks or count
+    if world > 1:
+        return _burn_ranks(duration, kind if not ranks else "cpu", world)
     import torch
     kind, mod, _ = _accelerator()
     count = 1 if mod is None else mod.device_count()
     end = _uptime() + duration
     while _uptime() < end:
-        buf = io.StringIO()
-        lines = ["round %.2f" % _uptime()]
-        measure(size=64 << 20, pair_size=16 << 20, iters=3, out=buf)
-        lines.append(buf.getvalue().rstrip("\n"))
+        lines = ["round %.2f" % _uptime()] + _copies(mod, 0)
         for d in range(count):
             if mod is not None:
                 mod.set_device(d)
             lines.append("matmul %s %.4f" % ("cpu" if mod is None else d, _matmul(torch, kind, mod, d)))
         sys.stdout.write("\n".join(lines) + "\n")
         sys.stdout.flush()
+
+
+def _burn_ranks(duration, kind, world):
+    """`world` processes, forked before any device is touched (each brings its runtime up, as the SDC
+    worker's ranks do). Every round each runs its matmul, then an all-reduce of ALLREDUCE_BYTES timed for
+    its bus bandwidth, then a small all-reduce that brings every rank's figures and rank 0's stop flag
+    to all: rank 0 prints the round (with its copies), and all stop after the same round."""
+    import multiprocessing
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    end = _uptime() + duration
+    procs = [multiprocessing.get_context("fork").Process(target=_burn_rank, args=(kind, r, world, port, end))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    failed = ["rank %d exited %s" % (r, p.exitcode) for r, p in enumerate(procs) if p.exitcode]
+    if failed:
+        sys.exit("burn-in load: " + ", ".join(failed))
+
+
+def _burn_rank(kind, rank, world, port, end):
+    import os
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    import torch
+    import torch.distributed as dist
+    if kind == "npu":
+        import torch_npu  # noqa: F401  (registers torch.npu)
+    mod = getattr(torch, kind, None) if kind != "cpu" else None
+    if mod is not None:
+        mod.set_device(rank)
+        dev, sync = _dev(torch, kind, rank), mod.synchronize
+    else:
+        torch.set_num_threads(1)
+        dev, sync = torch.device("cpu"), lambda: None
+    dist.init_process_group({"npu": "hccl", "cuda": "nccl"}.get(kind, "gloo"), rank=rank, world_size=world)
+    big = torch.ones(ALLREDUCE_BYTES // 4, device=dev)
+    try:
+        while True:
+            t = _uptime()
+            lines = ["round %.2f" % t] + (_copies(mod, rank) if rank == 0 else [])
+            tflops = _matmul(torch, kind, mod, rank)
+            dist.all_reduce(big)  # warm: the first one after a matmul pays the stream switch
+            sync()
+            started = time.perf_counter()
+            dist.all_reduce(big)
+            sync()
+            busbw = 2.0 * (world - 1) / world * ALLREDUCE_BYTES / (time.perf_counter() - started) / 1e9
+            figures = torch.zeros(2 * world + 1, device=dev)
+            figures[rank], figures[world + rank] = tflops, busbw
+            if rank == 0 and _uptime() >= end:
+                figures[-1] = 1.0
+            dist.all_reduce(figures)
+            got = figures.cpu().tolist()
+            if rank == 0:
+                lines += ["matmul %d %.4f" % (r, got[r]) for r in range(world)]
+                lines += ["allreduce %d %.4f" % (r, got[world + r]) for r in range(world)]
+                sys.stdout.write("\n".join(lines) + "\n")
+                sys.stdout.flush()
+            if got[-1] > 0:
+                break
+    finally:
+        dist.destroy_process_group()
 '''
 
 
@@ -112,8 +203,8 @@ echo "{_MARK}load rc $_rc"; cat "$_L"; echo "{_MARK}load stderr"; cat "$_L.e"; r
 
 def _fields(profile: HardwareProfile, duration_s: float) -> dict:
     return {"shell": _script(profile, duration_s), "timeout_s": duration_s + MARGIN_S, "tool": "",
-            "description": "sustained load (torch copies and matmul) on every device for the burn-in's "
-            "duration, npu-smi and hccn_tool sampled beside it"}
+            "description": "sustained load (torch copies, matmul and an all-reduce across the devices) on "
+            "every device for the burn-in's duration, npu-smi and hccn_tool sampled beside it"}
 
 
 @profile_probe("burn-in")
@@ -144,6 +235,8 @@ class Round:
     t: float
     copies: TorchBandwidth
     matmul: dict[str, float]  # device ("0", or "cpu") -> TFLOPS
+    #: device -> the bus bandwidth (GB/s) of its all-reduce across the node's devices (none: one device)
+    allreduce: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclass
@@ -171,18 +264,19 @@ def _rounds(lines: list[str], start: float) -> list[Round]:
     def close() -> None:
         if t is None:
             return
-        matmul = {}
+        figures: dict[str, dict[str, float]] = {"matmul": {}, "allreduce": {}}
         rest = []
         for line in block:
             words = line.split()
-            if words[:1] == ["matmul"] and len(words) == 3:
+            if words[:1] in (["matmul"], ["allreduce"]) and len(words) == 3:
                 try:
-                    matmul[words[1]] = float(words[2])
+                    figures[words[0]][words[1]] = float(words[2])
                 except ValueError:
-                    raise fail("burn-in", "matmul figure is not a number", line) from None
+                    raise fail("burn-in", f"{words[0]} figure is not a number", line) from None
             else:
                 rest.append(line)
-        out.append(Round(round(t - start, 2), parse_torch_bandwidth("\n".join(rest) + "\n"), matmul))
+        out.append(Round(round(t - start, 2), parse_torch_bandwidth("\n".join(rest) + "\n"),
+                         figures["matmul"], figures["allreduce"]))
 
     for line in lines:
         if line.startswith("round "):

@@ -1,8 +1,9 @@
-"""Burn-in (tier burn-in, `--duration D`): sustained load on every device for D with the chips and device NICs
-sampled in the same window (checks/resources/burn_in.py). A node fails on a thermal limit, throttling, ECC
-growth, a link flap or NIC error counters that grow, a drop in performance from the window's first part to
-its last, or a device below its SKU's floor or the fleet's; each result carries the curves it judged (the
-report's `series`, plotted on the HTML page). Judging: checks/burn_in.py.
+"""Burn-in (tier burn-in, `--duration D`): sustained load on every device for D (matmul, copies, an all-reduce
+across the devices) with the chips and device NICs sampled in the same window (checks/resources/burn_in.py).
+A node fails on a thermal limit, throttling, ECC growth, a link flap or NIC error counters that grow, a drop
+in performance from the window's first part to its last (the all-reduce's bus bandwidth included), a device
+missing from the all-reduce, or a device below its SKU's floor or the fleet's; each result carries the
+curves it judged (the report's `series`, plotted on the HTML page). Judging: checks/burn_in.py.
 """
 
 from __future__ import annotations
@@ -46,18 +47,20 @@ def _curve(metric: str, unit: str, subject: str, samples, attr: str) -> list[flo
 
 
 def _figures(run) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """metric (matmul, hbm, h2d, d2h) -> device -> (seconds into the window, figure) per round."""
+    """metric (matmul, allreduce, hbm, h2d, d2h) -> device -> (seconds into the window, figure) per round."""
     out: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     for r in run.rounds:
         for dev, v in r.matmul.items():
             out["matmul"][dev].append((r.t, v))
+        for dev, v in r.allreduce.items():
+            out["allreduce"][dev].append((r.t, v))
         for metric in ("hbm", "h2d", "d2h"):
             for dev, v in r.copies.figures(metric).items():
                 out[metric][dev].append((r.t, v))
     return out
 
 
-_UNIT = {"matmul": "TFLOPS", "hbm": "GB/s", "h2d": "GB/s", "d2h": "GB/s"}
+_UNIT = {"matmul": "TFLOPS", "allreduce": "GB/s", "hbm": "GB/s", "h2d": "GB/s", "d2h": "GB/s"}
 
 
 def _fleet_matmul(host) -> list[float]:
@@ -105,7 +108,21 @@ def test_load(host):
              f"{end - start:.0f} s, but a {kind}'s figures say nothing of the devices (make torch_npu see "
              "them)")
     _judge_drop(figures, start, end)
+    if kind != "cpu":
+        _judge_allreduce(run.rounds[0].copies.count, figures["allreduce"])
     _judge_npu_load(host, figures, on_npu=kind == "npu")
+
+
+def _judge_allreduce(count: int, devices: dict[str, list[tuple[float, float]]]) -> None:
+    """Every device took part in the rounds' all-reduce (one rank per device), when there is more than one."""
+    if count < 2:
+        evidence("one device: no all-reduce across devices in the load")
+        return
+    missing = [str(d) for d in range(count) if not devices.get(str(d))]
+    assert not missing, (f"the load's all-reduce across the {count} devices has no figure for device(s) "
+                         f"{', '.join(missing)}: the links between them were not loaded")
+    evidence("all-reduce bus bandwidth, median per device: " + ", ".join(
+        f"{dev} {median(v for _, v in pts):.4g} GB/s" for dev, pts in sorted(devices.items())))
 
 
 def _judge_drop(figures, start: float, end: float) -> None:

@@ -24,7 +24,7 @@ from ascend_ready.checks.parsers.hccn import parse_hccn_link_stat
 from ascend_ready.checks.parsers.npu_smi_kv import parse_npu_smi_common, parse_npu_smi_ecc
 from ascend_ready.checks.profile import load_profile
 from ascend_ready.checks.report import REPORT_SCHEMA_VERSION, Report
-from ascend_ready.checks.resources.burn_in import Frame, _script, parse_burn_in
+from ascend_ready.checks.resources.burn_in import BURN_IN_CODE, Frame, _script, parse_burn_in
 from ascend_ready.errors import ConfigError
 from ascend_ready.sim.hw.faults import inject_fault
 from ascend_ready.sim.hw.state import NodeView, initial_state
@@ -298,3 +298,56 @@ def test_burn_in_load__a_device_below_its_sku_s_floor_fails_one_above_it_passes(
     assert any("floor" in e and "TFLOPS" in e and "x" in e for e in slow.evidence), slow.evidence
     fast = load("330.0")
     assert fast.status == "pass", fast
+
+
+@pytest.fixture(scope="module")
+def two_rank_load() -> str:
+    """The load's own stdout for 3 s on this machine's CPU in two ranks over gloo (`burn(3, ranks=2)`): what
+    a node of two devices prints, each round's matmuls and its all-reduce across the ranks."""
+    res = subprocess.run([sys.executable, "-c", BURN_IN_CODE + "\nburn(3, ranks=2)\n"], capture_output=True,
+                         text=True, timeout=180)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("\nallreduce 1 ") >= 2, res.stdout  # every round, every rank
+    return res.stdout
+
+
+def _with_load(probe_output: str, load: str) -> str:
+    """The probe's output with its load's stdout replaced by `load`, read as a 2-NPU node's (figures set:
+    the SKU floor's and a steady all-reduce, so that only what a test changes is judged)."""
+    load = re.sub(r"^device cpu 1 ", "device npu 2 ", load, flags=re.M)
+    load = re.sub(r"^(matmul \d) [\d.]+", r"\g<1> 330.0", load, flags=re.M)
+    load = re.sub(r"^(allreduce \d) [\d.]+", r"\g<1> 100.0", load, flags=re.M)
+    load = re.sub(r"^(\w+) cpu [\d.]+", r"\g<1> 0 1.0", load, flags=re.M)
+    head, mark, rest = probe_output.partition("@@burn-in load rc 0\n")
+    _, stderr_mark, stderr = rest.partition("@@burn-in load stderr\n")
+    text = head + mark + load + stderr_mark + stderr
+    for npu in range(NPUS):  # the load reached both chips
+        text = _every_sample(text, npu, "Aicore Usage Rate(%)", "95", last_only=False)
+    return text
+
+
+def test_burn_in_load__every_device_takes_part_in_the_all_reduce_and_a_drop_in_it_fails(probe_output,
+                                                                                       two_rank_load):
+    """Issue 30: the load's rounds all-reduce across the node's devices (one process per device), so the
+    links between them are loaded in the window too; a device missing from it, or whose bus bandwidth
+    falls from the window's first part to its last, fails burn_in.load; the curve is in the report."""
+    def load(text):
+        return judge(fake_host(outputs={"burn-in": text}), tier="burn-in",
+                     select=["burn_in.load"])["burn_in.load"]
+
+    steady = _with_load(probe_output, two_rank_load)
+    run = parse_burn_in(steady)
+    assert all(set(r.allreduce) == {"0", "1"} for r in run.rounds) and len(run.rounds) >= 2
+    got = load(steady)
+    assert got.status == "pass", got
+    assert {s.subject for s in got.series if s.metric == "allreduce_gbps"} == {"device 0", "device 1"}
+    assert any(e.startswith("all-reduce bus bandwidth, median per device: 0 100 GB/s") for e in got.evidence)
+
+    alone = re.sub(r"^allreduce 1 .*\n", "", steady, flags=re.M)
+    got = load(alone)
+    assert got.status == "fail" and "has no figure for device(s) 1" in got.message, got
+
+    last = steady.rindex("allreduce 1 100.0")
+    slowing = steady[:last] + "allreduce 1 40.0" + steady[last + len("allreduce 1 100.0"):]
+    got = load(slowing)
+    assert got.status == "fail" and "device 1 allreduce dropped" in got.message, got
