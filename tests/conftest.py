@@ -145,17 +145,18 @@ def sim_ssh(sim_cluster):
 
 @pytest.fixture(scope="session")
 def provisioned_fleet(sim_host):
-    """(cluster, provisioned inventory): 3 A2 nodes provisioned once per session by site.yml with their
+    """(cluster, provisioned inventory): 4 A2 nodes provisioned once per session by site.yml with their
     training venv, judged by the profile it recorded on each node (check_profile), shared by the modules
     that need provisioned nodes (tests/checks/test_slurm_sim.py, tests/training/test_multinode_sim.py):
     provisioning costs minutes, so they share it, and each leaves the nodes as it found them (faults
     cleared, no process, Slurm's daemons stopped). ASCEND_SIM_RUN_DIR points at it only inside those
     modules (sim_support.sim_run_dir), never for the session."""
-    from sim_support import own_cluster, provisioned_cluster
+    from sim_support import FLEET_NODES, own_cluster, provisioned_cluster
 
     prior = os.environ.get("ASCEND_SIM_RUN_DIR")
     run_dir, subnet = own_cluster("fleet", 4)  # default /run/ascend-sim-pytest-fleet, 10.251.200.128/27
-    with provisioned_cluster(run_dir, subnet, 3, "a2-ubuntu2204", check_profile=True) as (c, inventory):
+    with provisioned_cluster(run_dir, subnet, len(FLEET_NODES), "a2-ubuntu2204",
+                             check_profile=True) as (c, inventory):
         patch = pytest.MonkeyPatch()
         if prior is None:
             patch.delenv("ASCEND_SIM_RUN_DIR", raising=False)
