@@ -64,6 +64,7 @@ def test_the_npu_device_computes_on_the_cpu_and_hccl_all_reduces_over_gloo(tmp_p
             "a = torch.randn(8, 8, device=d, dtype=torch.bfloat16)\n"
             "print(d, a.device, (a @ a).shape, torch.ones(2).npu().sum())\n"
             "torch.npu.synchronize()\n"
+            "torch.npu.synchronize(1)\n"  # a device to wait for, as the full tier's pair copies pass it
             "store = dist.FileStore(" + repr(str(tmp_path / "store")) + ", 1)\n"
             "dist.init_process_group('hccl', store=store, rank=0, world_size=1)\n"
             "t = torch.ones(4, device=d)\n"
@@ -127,3 +128,18 @@ def test_the_npu_device_multiplies_fp16_as_the_cube_does_fast_and_under_the_sdc_
     assert proc.returncode == 0, proc.stderr
     # only torch.matmul carries the hook (the SDC worker's kernel); the others are the plain cube
     assert proc.stdout.splitlines() == ["True [1, 0, 0, 0, 0] 8 torch.float16", "True 8"]
+
+
+def test_the_burn_in_load_runs_a_rank_per_npu_and_all_reduces_them_over_hccl(tmp_path):
+    """The burn-in's load on a node of two emulated NPUs: one forked rank per device, each round its
+    copies, matmuls and an hccl all-reduce across the two (checks/resources/burn_in.py)."""
+    from ascend_ready.checks.resources.burn_in import BURN_IN_CODE, parse_burn_in
+
+    code = f"exec(compile({BURN_IN_CODE!r}, 'burn-in', 'exec'))\n_burn_ranks(2, 'npu', 2)\n"
+    proc = _run(tmp_path, code)
+    assert proc.returncode == 0, proc.stderr
+    run = parse_burn_in("ascend-check burn-in v1 duration 2 interval 1\n@@burn-in at 0\n@@burn-in load rc 0\n"
+                        + proc.stdout + "@@burn-in load stderr\n")
+    assert run.rounds and all(set(r.matmul) == set(r.allreduce) == {"0", "1"} for r in run.rounds)
+    first = run.rounds[0].copies
+    assert (first.device, first.count, sorted(first.p2p)) == ("npu", 2, [(0, 1), (1, 0)])
