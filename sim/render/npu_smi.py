@@ -242,19 +242,35 @@ def throttled(chip: dict, now: float | None = None) -> dict | None:
 
 
 def ecc(view: NodeView, npu_id: int, chip_id: int | None = None) -> str:
-    """ECC counts per chip, DDR then HBM (the key names of the Atlas npu-smi reference's `info -t ecc`);
-    the state's chip["ecc"] holds e.g. {"hbm_double": 2, "hbm_double_pages": 1} (0 where not named)."""
+    """ECC counts per chip as npu-smi 23.0.5 prints them (the `npu-smi info -i 0 -t ecc` echo of MindCluster's
+    fault-diagnosis guide, Ascend/mind-cluster docs/zh/faultdiag/user_guide.md, kept in
+    tests/parsers/real/): keys padded to 40 (the DCMI sample's `printf("\\t%-40s : %u\\n", ...)`), DDR then HBM,
+    each with its current single/double-bit counts, their aggregate totals and isolated pages, and the
+    chip's id closing its section. chip["ecc"] holds e.g. {"hbm_double": 2, "hbm_double_pages": 1} (0 where
+    not named); nothing clears a simulated chip's counts, so its current count is its aggregate too."""
+    def line(key: str, value) -> str:
+        return f"\t{key:<40} : {value}\n"
+
     npu = _npu(view, npu_id)
     sections = []
     for chip in _chips(npu, chip_id):
         counts = chip.get("ecc", {})
-        lines = [kv(f"{mem} {bits} Bit {what}", counts.get(f"{mem.lower()}_{bits.lower()}{key}", 0))
-                 for mem in ("DDR", "HBM") if mem == "DDR" or chip["hbm_total_mb"]
-                 for bits in ("Single", "Double")
-                 for what, key in (("Error Count", ""), ("Isolated Pages Count", "_pages"))]
-        sections.append(kv("Chip ID", chip["chip_id"]) + "".join(lines))
+        lines = []
+        for mem in ("DDR", "HBM") if chip["hbm_total_mb"] else ("DDR",):
+            got = {k: counts.get(f"{mem.lower()}_{k}", 0) for k in ("single", "double", "single_pages",
+                                                                    "double_pages")}
+            lines += [line(f"{mem} Single Bit Error Count", got["single"]),
+                      line(f"{mem} Double Bit Error Count", got["double"]),
+                      line(f"{mem} Single Bit Aggregate Total Err Cnt", got["single"]),
+                      line(f"{mem} Double Bit Aggregate Total Err Cnt", got["double"]),
+                      line(f"{mem} Single Bit Isolated Pages Count", got["single_pages"]),
+                      line(f"{mem} Double Bit Isolated Pages Count", got["double_pages"])]
+        lines.append(line("Chip ID", chip["chip_id"]))
+        sections.append("".join(lines))
     body = "\n".join(sections)
-    return (kv("NPU ID", npu["id"]) + body) if chip_id is not None else _head(npu) + body
+    if chip_id is not None:
+        return line("NPU ID", npu["id"]) + body
+    return line("NPU ID", npu["id"]) + line("Chip Count", len(npu["chips"])) + "\n" + body
 
 
 INFO_TYPES = {"board": board, "health": health, "temp": temp, "usages": usages, "power": power,

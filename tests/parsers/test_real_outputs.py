@@ -54,6 +54,7 @@ KINDS = {
     "npu-smi-info-t-board_910a-card_23.0.5_mindcluster-faultdiag.txt": "npu-smi-board",
     "npu-smi-info-t-board-c0_910a-chip_23.0.5_mindcluster-faultdiag.txt": "npu-smi-board",
     "npu-smi-info-t-usages_910a_23.0.5_mindcluster-faultdiag.txt": "npu-smi-usages",
+    "npu-smi-info-t-ecc_910a-ddr-hbm-aggregate_23.0.5_mindcluster-doc.txt": "npu-smi-ecc",
     "npu-smi-info-t-health_910a-ok-na_mindcluster-doc.txt": "npu-smi-health",
     "hccn_tool-optical-g_910a-hisense-not-present_mindcluster-faultdiag.txt": "hccn-optical",
     "hccn_tool-fec-g_910a-no-fec_mindcluster-faultdiag.txt": "hccn-fec",
@@ -277,6 +278,21 @@ def test_usages_910a_chip_id_closes_the_section():
     assert (chip.chip_id, chip.ddr_capacity_mb, chip.ddr_usage_pct) == (0, 13553, 6)
     assert chip.hbm_capacity_mb == 31129
     assert chip.fields["DDR Bandwidth Usage Rate(%)"] == "0"
+
+
+def test_ecc_910a_ddr_then_hbm_with_aggregate_totals_and_chip_id_last():
+    """The counts burn_in.ecc compares at the window's start and end, read from the real key set: current
+    single/double-bit counts beside their lifetime aggregates (kept as fields, not judged: a count the
+    window did not grow is not the window's), the chip's id closing its section."""
+    from ascend_ready.checks.parsers.npu_smi_kv import parse_npu_smi_ecc
+
+    view = parse_npu_smi_ecc(real("npu-smi-info-t-ecc_910a-ddr-hbm-aggregate_23.0.5_mindcluster-doc.txt"))
+    assert (view.npu_id, view.chip_count, len(view.chips), view.aux) == (0, 1, 1, [])
+    chip = view.chips[0]
+    assert chip.chip_id == 0
+    assert (chip.hbm_single_bit_errors, chip.hbm_double_bit_errors, chip.ddr_single_bit_errors,
+            chip.ddr_double_bit_errors, chip.hbm_double_bit_isolated_pages) == (0, 0, 0, 0, 0)
+    assert chip.fields["HBM Double Bit Aggregate Total Err Cnt"] == "0"
 
 
 def test_health_ok_with_na_codes():
