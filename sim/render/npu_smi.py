@@ -244,9 +244,9 @@ def throttled(chip: dict, now: float | None = None) -> dict | None:
 def ecc(view: NodeView, npu_id: int, chip_id: int | None = None) -> str:
     """ECC counts per chip as npu-smi 23.0.5 prints them (the `npu-smi info -i 0 -t ecc` echo of MindCluster's
     fault-diagnosis guide, Ascend/mind-cluster docs/zh/faultdiag/user_guide.md, kept in
-    tests/parsers/real/): keys padded to 40 (the DCMI sample's `printf("\\t%-40s : %u\\n", ...)`), DDR then HBM,
-    each with its current single/double-bit counts, their aggregate totals and isolated pages, and the
-    chip's id closing its section. chip["ecc"] holds e.g. {"hbm_double": 2, "hbm_double_pages": 1} (0 where
+    tests/parsers/real/): keys padded to 40 (the DCMI sample prints them with `%-40s`), DDR then HBM, each
+    with its current single/double-bit counts, their aggregate totals and isolated pages, and the chip's
+    id closing its section. chip["ecc"] holds e.g. {"hbm_double": 2, "hbm_double_pages": 1} (0 where
     not named); nothing clears a simulated chip's counts, so its current count is its aggregate too."""
     def line(key: str, value) -> str:
         return f"\t{key:<40} : {value}\n"
