@@ -19,17 +19,19 @@ import json
 import os
 import secrets
 import shlex
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from ascend_ready.checks import rl_rules
 from ascend_ready.checks.cluster.node_facts import FactQuery, node_facts
-from ascend_ready.errors import ConfigError, TrainingError
+from ascend_ready.checks.parsers.version_info import parse_toolkit_install_info
+from ascend_ready.errors import ConfigError, MatrixError, ParseError, TrainingError
 from ascend_ready.fleet.job import root_cause, run_job
 from ascend_ready.fleet.sessions import open_sessions
 from ascend_ready.provision.engines import check_engine_fleet, check_engine_versions, controller_note
@@ -134,6 +136,8 @@ def launch(algorithm: str, cfg: Any, out: Path, *, skip_preflight: bool = False,
         return {"output_dir": str(out), "dry_run": True, "overrides": overrides}
     pf = cfg.preflight
     gate(pf.command, pf.hosts, pf.inventory, pf.timeout_s, skip_preflight, log=log, waive=waive)
+    if importlib.util.find_spec("torch_npu"):  # an NPU node: the matrix's verl rows are for it
+        check_this_node(cfg, local_stack(), {p: _installed(p) for p in PINNED_PACKAGES}, log)
     ensure_tiny_model(cfg, out)
     env = None
     if cluster is not None and run is not None:
@@ -201,6 +205,53 @@ def _runtime(sessions: dict, cluster: Any, modules: tuple[str, ...]
                                 f"{out.strip()[-300:] or '(no output)'}",
                                 hint=f"check that {node.python} runs on {node.name} (--python)") from None
     return found
+
+
+def _installed(dist: str) -> str | None:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def _engine_skip(cfg: Any) -> tuple[str, ...]:
+    """The pinned packages a job of `cfg`'s strategy does not load (Megatron's under FSDP)."""
+    return () if strategy_of(cfg) == "megatron" else ("megatron-core", "megatron-bridge")
+
+
+def local_stack() -> dict[str, str | None]:
+    """This interpreter's torch and torch_npu, and the CANN toolkit its environment points at
+    (ASCEND_TOOLKIT_HOME or ASCEND_HOME_PATH, as set_env.sh sets them; either the version directory or the
+    one above its `<arch>-linux`): the fingerprint check_engine_fleet reads. None where it is not read."""
+    found: dict[str, str | None] = {"cann": None, "torch": _installed("torch"),
+                                    "torch_npu": _installed("torch_npu")}
+    home = os.environ.get("ASCEND_TOOLKIT_HOME") or os.environ.get("ASCEND_HOME_PATH")
+    if home:
+        name = "ascend_toolkit_install.info"
+        infos = [Path(home) / name, *sorted(Path(home).glob(f"*/{name}"))]
+        for info in infos:
+            try:
+                found["cann"] = parse_toolkit_install_info(info.read_text()).version
+                break
+            except (OSError, ParseError):
+                continue
+    return found
+
+
+def check_this_node(cfg: Any, stack: dict[str, str | None], installed: dict[str, str | None],
+                    log: Callable[[str], None]) -> None:
+    """One node: verl's trainer runs in this interpreter, so this node's stack must be one verl supports and
+    its engine packages the releases that row pins (what launch_across_nodes compares on every node);
+    MatrixError naming what differs."""
+    here = socket.gethostname()
+    if stack.get("cann") is None:
+        raise MatrixError(f"{here}: the CANN version is not read (no ascend_toolkit_install.info under "
+                          "$ASCEND_TOOLKIT_HOME): the verl row this node needs cannot be chosen",
+                          hint="source the toolkit's set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/"
+                               "set_env.sh) in the shell that runs ascend-train")
+    rows = check_engine_fleet("verl", {here: stack})
+    check_engine_versions("verl", rows, {here: installed}, skip=_engine_skip(cfg))
+    log(f"engine: {here} runs the releases verl's row {', '.join(rows[here])} pins")
 
 
 def _versions(fingerprint: dict[str, str]) -> dict[str, str | None]:
@@ -353,9 +404,7 @@ def launch_across_nodes(algorithm: str, cfg: Any, out: Path, *, opts: Any, join_
             # the engine packages each node runs must be the releases that row pins
 
             rows = check_engine_fleet("verl", {n: _versions(hosts[n].fingerprint) for n in names})
-            check_engine_versions("verl", rows, {n: runtime[n][2] for n in names},
-                                  skip=() if strategy_of(cfg) == "megatron" else ("megatron-core",
-                                                                                   "megatron-bridge"))
+            check_engine_versions("verl", rows, {n: runtime[n][2] for n in names}, skip=_engine_skip(cfg))
         ensure_tiny_model(job, out)
         plan.log_dir.mkdir(parents=True, exist_ok=True)
         job_ports.write_job_spec(spec, {n: hosts[n] for n in names}, ports, plan.log_dir)

@@ -191,3 +191,50 @@ def test_hccl_settings_reach_the_ray_workers_and_strategy_needs_the_verl_engine(
     refused = CliRunner().invoke(main, ["grpo", "-c", "tiny", "--strategy", "megatron", "--dry-run",
                                         "-o", str(tmp_path / "run")])
     assert refused.exit_code == 2 and "--engine verl" in refused.stderr
+
+
+# ------------------------------------------------ one node: the trainer runs here, so here is compared
+
+#: what verl's row verl-0.9.1 pins (provision/matrix.yml), as a node that follows it has installed
+PINNED = {"verl": "0.9.1", "vllm": "0.11.0", "vllm-ascend": "0.11.0rc1", "megatron-core": "0.12.1",
+          "triton-ascend": "3.2.0rc4", "torchvision": "0.22.1", "transformers": "5.9.0",
+          "transferqueue": "0.1.11", "megatron-bridge": "0.5.2"}
+STACK = {"cann": "8.3.RC1", "torch": "2.7.1", "torch_npu": "2.7.1"}
+
+
+def test_one_node_runs_the_releases_its_verl_row_pins_or_is_refused_naming_them():
+    """Issue 28: across nodes every node's engine packages are compared with the row before Ray starts; a
+    single-node verl run (its trainer in this interpreter) was not compared at all."""
+    from ascend_ready.errors import MatrixError
+    from ascend_ready.training import verl_glue
+
+    fsdp, logs = load_config("tiny"), []
+    # fsdp: Megatron's packages are not loaded, so not compared
+    verl_glue.check_this_node(fsdp, STACK, {**PINNED, "megatron-core": None}, logs.append)
+    assert logs and "verl-0.9.1" in logs[0]
+    with pytest.raises(MatrixError) as exc:
+        verl_glue.check_this_node(fsdp, STACK, {**PINNED, "vllm-ascend": "0.10.0rc1"}, logs.append)
+    assert ": vllm-ascend 0.10.0rc1, not 0.11.0rc1" in exc.value.message
+    with pytest.raises(MatrixError) as exc:
+        verl_glue.check_this_node(fsdp, {**STACK, "torch": "2.6.0"}, PINNED, logs.append)
+    assert "verl does not support these nodes" in exc.value.message and "torch 2.6.0" in exc.value.message
+    with pytest.raises(MatrixError) as exc:
+        verl_glue.check_this_node(fsdp, {**STACK, "cann": None}, PINNED, logs.append)
+    assert "CANN version is not read" in exc.value.message and "set_env.sh" in exc.value.hint
+
+
+def test_the_local_stack_is_read_from_the_toolkit_set_env_points_at(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from ascend_ready.training import verl_glue
+
+    real = (Path(__file__).parents[1] / "parsers/real"
+            / "ascend_toolkit_install.info_8.2.RC1-x86_64_vllm-ascend-2732.txt")
+    (tmp_path / "x86_64-linux").mkdir()
+    (tmp_path / "x86_64-linux" / "ascend_toolkit_install.info").write_text(real.read_text())
+    monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", str(tmp_path))
+    found = verl_glue.local_stack()
+    assert found["cann"] == "8.2.RC1" and found["torch"] and found["torch_npu"] is None
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", str(tmp_path / "absent"))
+    assert verl_glue.local_stack()["cann"] is None
