@@ -171,7 +171,7 @@ def controller_pins(engine: str = "verl", installed: dict[str, str | None] | Non
             continue  # an extra's pin: the CUDA set, or a package the Ascend stack does not install
         if name in out and (out[name].required or not req.specifier):
             continue  # read already, with its range
-        have = installed.get(name) if installed is not None else _version(name)
+        have = installed.get(name) if installed is not None else installed_version(name)
         ok = have is not None and (not req.specifier or req.specifier.contains(have, prereleases=True))
         pin = pins.get(name)
         # within verl's range and the nodes' release: nothing to say; else why it is safe here
@@ -191,7 +191,8 @@ def controller_pins(engine: str = "verl", installed: dict[str, str | None] | Non
     return sorted(out.values(), key=lambda p: p.package)
 
 
-def _version(name: str) -> str | None:
+def installed_version(name: str) -> str | None:
+    """Distribution `name`'s version in this interpreter, None when it is not installed."""
     try:
         return md.version(name)
     except md.PackageNotFoundError:

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,12 @@ from ascend_ready.checks.parsers.version_info import parse_toolkit_install_info
 from ascend_ready.errors import ConfigError, MatrixError, ParseError, TrainingError
 from ascend_ready.fleet.job import root_cause, run_job
 from ascend_ready.fleet.sessions import open_sessions
-from ascend_ready.provision.engines import check_engine_fleet, check_engine_versions, controller_note
+from ascend_ready.provision.engines import (
+    check_engine_fleet,
+    check_engine_versions,
+    controller_note,
+    installed_version,
+)
 from ascend_ready.training import job_ports, node_probe, ray_cluster, run_dir
 from ascend_ready.training import multinode as mn
 from ascend_ready.training.launcher import LaunchResult
@@ -137,7 +142,7 @@ def launch(algorithm: str, cfg: Any, out: Path, *, skip_preflight: bool = False,
     pf = cfg.preflight
     gate(pf.command, pf.hosts, pf.inventory, pf.timeout_s, skip_preflight, log=log, waive=waive)
     if importlib.util.find_spec("torch_npu"):  # an NPU node: the matrix's verl rows are for it
-        check_this_node(cfg, local_stack(), {p: _installed(p) for p in PINNED_PACKAGES}, log)
+        check_this_node(cfg, local_stack(), {p: installed_version(p) for p in PINNED_PACKAGES}, log)
     ensure_tiny_model(cfg, out)
     env = None
     if cluster is not None and run is not None:
@@ -207,13 +212,6 @@ def _runtime(sessions: dict, cluster: Any, modules: tuple[str, ...]
     return found
 
 
-def _installed(dist: str) -> str | None:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
-
-
 def _engine_skip(cfg: Any) -> tuple[str, ...]:
     """The pinned packages a job of `cfg`'s strategy does not load (Megatron's under FSDP)."""
     return () if strategy_of(cfg) == "megatron" else ("megatron-core", "megatron-bridge")
@@ -223,8 +221,8 @@ def local_stack() -> dict[str, str | None]:
     """This interpreter's torch and torch_npu, and the CANN toolkit its environment points at
     (ASCEND_TOOLKIT_HOME or ASCEND_HOME_PATH, as set_env.sh sets them; either the version directory or the
     one above its `<arch>-linux`): the fingerprint check_engine_fleet reads. None where it is not read."""
-    found: dict[str, str | None] = {"cann": None, "torch": _installed("torch"),
-                                    "torch_npu": _installed("torch_npu")}
+    found: dict[str, str | None] = {"cann": None, "torch": installed_version("torch"),
+                                    "torch_npu": installed_version("torch_npu")}
     home = os.environ.get("ASCEND_TOOLKIT_HOME") or os.environ.get("ASCEND_HOME_PATH")
     if home:
         name = "ascend_toolkit_install.info"
