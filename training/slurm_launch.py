@@ -33,6 +33,7 @@ from ascend_ready.training import run_dir, slurm_prestart
 from ascend_ready.training.config import load_config
 from ascend_ready.training.job_ports import roles_for, slurm_slot
 from ascend_ready.training.launcher import LaunchResult
+from ascend_ready.training.node_probe import DEFAULT_SET_ENV
 from ascend_ready.training.preflight import SKIP_BANNER, SLURM_GATED_ENV, failed_checks, read_report
 from ascend_ready.training.slurm_prestart import split_labelled
 
@@ -149,23 +150,29 @@ def gate_nodes(
     log("preflight: passed on every allocated node")
 
 
-#: each node's prelude: its NIC toward the master (the route the kernel takes), for gloo and HCCL
-_PRELUDE = f"""set -e
+#: each node's prelude ($1 the master's address, $2 CANN's set_env.sh, then the command): that node's own
+#: CANN environment (a Slurm task runs as the job's user with the environment sbatch was given, where no
+#: login shell sourced set_env.sh, so torch_npu's import would not find libhccl.so), and its NIC toward the
+#: master (the route the kernel takes), for gloo and HCCL
+_PRELUDE = f"""# set_env.sh is written for an interactive shell: sourced without -e or -u, as the SSH launcher does
+if [ -r "$2" ]; then . "$2"; fi
+set -e
 # the master itself: the interface holding its address (its route to itself is through lo)
 dev=$(ip -o addr show to "$1" | awk '{{print $2; exit}}')
 [ -n "$dev" ] || dev=$(ip -o route get "$1" | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p')
 [ -n "$dev" ] || {{ echo "$(hostname -s): no route to the master $1" >&2; exit 1; }}
 export GLOO_SOCKET_IFNAME="$dev" HCCL_SOCKET_IFNAME="$dev" {GATED_ENV}="$SLURM_JOB_ID"
 echo "{NIC_NOTE} $SLURM_NODEID, NIC $dev ($(hostname -s))" >&2
-shift
+shift 2
 exec "$@" --node-rank "$SLURM_NODEID"
 """
 
 
 def node_command(alloc: Allocation, master_addr: str, train_argv: Sequence[str],
-                 env: dict[str, str] | None = None) -> list[str]:
+                 env: dict[str, str] | None = None, *, set_env: str = DEFAULT_SET_ENV) -> list[str]:
     """The srun step that runs `train_argv` (an ascend-train command line) on every node with its rank,
-    with `env` (the job's port plan: checks/cluster/port_plan.py) set on every node."""
+    with `env` (the job's port plan: checks/cluster/port_plan.py) set on every node, after that node's
+    CANN `set_env`."""
     if env:  # PORT PLAN HOOK (Slurm): the job's HCCL ports on every node
         train_argv = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *train_argv]
     return [
@@ -175,6 +182,7 @@ def node_command(alloc: Allocation, master_addr: str, train_argv: Sequence[str],
         _PRELUDE,
         "ascend-train-node",
         master_addr,
+        set_env,
         *train_argv,
     ]
 
@@ -301,7 +309,8 @@ def launch(algo: str, config: str, output_dir: str | None, resume: bool, skip_pr
         out.mkdir(parents=True, exist_ok=True)
         argv = train_argv(algo, config_arg, out, alloc, master, resume=resume, overrides=overrides,
                           passed=opts, master_port=plan.rendezvous_port)
-        cmd = node_command(alloc, master, argv, plan.env(roles[0] if len(roles) == 1 else None))
+        cmd = node_command(alloc, master, argv, plan.env(roles[0] if len(roles) == 1 else None),
+                           set_env=opts.get("set_env") or DEFAULT_SET_ENV)
         log("launch: " + shlex.join(cmd))
         return run(cmd).returncode
     finally:
@@ -356,7 +365,7 @@ def _write_sbatch(algo, config, out: Path, resume, skip_preflight, overrides, op
         out,
         ["--launcher", "slurm"],
         opts,
-        ("nproc_per_node", "device", "preflight_command", "master_port"),
+        ("nproc_per_node", "device", "preflight_command", "master_port", "set_env"),
         tail,
         (),
     )
@@ -395,7 +404,9 @@ class SlurmLauncher:
         passed = {"print_sbatch": slurm.print_sbatch, "sbatch_time": slurm.time, "sbatch_gres": slurm.gres,
                   "sbatch_partition": slurm.partition, "nnodes": o.nnodes, "nproc_per_node": o.nproc_per_node,
                   "master_port": o.master_port, "device": slurm.device,
-                  "preflight_command": slurm.preflight_command}
+                  "preflight_command": slurm.preflight_command,
+                  # the sbatch script names only a --set-env that was given; each node step sources it
+                  "set_env": None if o.set_env == DEFAULT_SET_ENV else o.set_env}
         code = launch(job.algo, job.config, str(job.output_dir), job.resume, request.gate.skip_preflight,
                       job.overrides, passed, log=request.log, cfg=job.cfg, engine=job.engine)
         return LaunchResult(exit_code=code)

@@ -84,7 +84,7 @@ def test_the_gate_judges_every_allocated_node_from_srun_output():
         gate_nodes(ALLOC, "ascend-check", False, logs.append, run=silent)
 
 
-def test_the_job_step_runs_this_ascend_train_on_every_node_with_its_rank():
+def test_the_job_step_runs_this_ascend_train_on_every_node_with_its_rank(tmp_path):
     argv = train_argv(
         "grpo",
         "/cfg.yaml",
@@ -116,7 +116,7 @@ def test_the_job_step_runs_this_ascend_train_on_every_node_with_its_rank():
         "--resume",
         "max_steps=3",
     ]
-    cmd = node_command(ALLOC, "10.0.0.11", argv)
+    cmd = node_command(ALLOC, "10.0.0.11", argv, set_env=str(tmp_path / "set_env.sh"))
     assert cmd[:6] == [
         "srun",
         "--nodes=2",
@@ -125,20 +125,36 @@ def test_the_job_step_runs_this_ascend_train_on_every_node_with_its_rank():
         "--label",
         "--kill-on-bad-exit=1",
     ]
-    assert cmd[6:8] == ["/bin/sh", "-c"] and cmd[9:11] == ["ascend-train-node", "10.0.0.11"]
-    # the prelude, run for real: the master's own NIC is the one holding its address, not lo
-    script = cmd[8].replace('exec "$@"', 'echo "$@"')
+    assert cmd[6:8] == ["/bin/sh", "-c"]
+    assert cmd[9:12] == ["ascend-train-node", "10.0.0.11", str(tmp_path / "set_env.sh")]
+    # the prelude, run for real: the master's own NIC is the one holding its address, not lo; the node's
+    # own CANN environment is sourced (a Slurm task has no login shell that did)
+    script = cmd[8].replace('exec "$@"', 'echo "$LD_LIBRARY_PATH" "$@"')
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURM_NODEID": "1", "SLURM_JOB_ID": "42"}
-    proc = subprocess.run(
-        ["/bin/sh", "-c", script, "x", "127.0.0.1", "ascend-train", "grpo"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+
+    def prelude(set_env: Path):
+        return subprocess.run(
+            ["/bin/sh", "-c", script, "x", "127.0.0.1", str(set_env), "ascend-train", "grpo"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+    proc = prelude(tmp_path / "set_env.sh")  # not there: nothing sourced, the step still starts
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "ascend-train grpo --node-rank 1\n"
+    assert proc.stdout == " ascend-train grpo --node-rank 1\n"
     assert proc.stderr.startswith("slurm: node rank 1, NIC lo (")
+    from ascend_ready.sim.packages.versionfiles import toolkit_set_env
+
+    toolkit = "/usr/local/Ascend/ascend-toolkit/latest"
+    # the set_env.sh the simulated installer writes; `$LD_LIBRARY_PATH` unset in it, as on a fresh task
+    (tmp_path / "set_env.sh").write_text(toolkit_set_env(toolkit, "aarch64").replace("@DRIVER_ROOT@", "/usr/local/Ascend"))
+    proc = prelude(tmp_path / "set_env.sh")
+    assert proc.returncode == 0, proc.stderr
+    ld = proc.stdout.split(" ", 1)[0].split(":")
+    assert ld[0] == f"{toolkit}/lib64" and "/usr/local/Ascend/driver/lib64" in ld
+    assert proc.stdout.endswith(" ascend-train grpo --node-rank 1\n")
 
 
 def _slurm(out: Path, *args: str):
@@ -175,6 +191,9 @@ def test_print_sbatch_writes_a_ready_script(tmp_path):
     )
     bash = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert bash.returncode == 0, bash.stderr
+    # a --set-env given here is what every node step of the job sources
+    own = _slurm(out, "--set-env", "/opt/Ascend/cann/set_env.sh", "--print-sbatch", "-")
+    assert own.exit_code == 0 and " --set-env /opt/Ascend/cann/set_env.sh" in own.stdout
 
 
 def test_print_sbatch_without_the_slurm_launcher_and_slurm_outside_an_allocation_are_refused(
