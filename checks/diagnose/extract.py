@@ -47,6 +47,10 @@ _STACK_RE = re.compile(
 _CANN_CODE_RE = re.compile(
     r"(?:(?<=\\[nrt\"])|(?<![\w./\\-]))(E[0-9A-Z]\d{4})(?=[:\[(\]),]|\s|\\[nrt\"]|\.(?!\w)|$)"
 )
+# What every match of _CANN_CODE_RE and of a return code holds: a search that starts on a literal or a
+# narrow class, so the lines without either skip the lookbehind-led regexes (they try every position).
+_CANN_HINT_RE = re.compile(r"E[0-9A-Z]\d{4}")
+_RC_HINT_RE = re.compile(r"[1-5]\d{5}")
 _ACL_NAME_RE = re.compile(r"\b(ACL_ERROR_[A-Z0-9_]+)\b")
 
 _ts_key = tuple[int, ...]
@@ -99,8 +103,8 @@ class _Catalog:
         self._entries: dict[tuple[str, str], Entry] = {}
 
     def codes_in(self, text: str) -> list[str]:
-        found = _CANN_CODE_RE.findall(text)
-        m = self._acl_re.search(text)
+        found = _CANN_CODE_RE.findall(text) if _CANN_HINT_RE.search(text) else []
+        m = self._acl_re.search(text) if _RC_HINT_RE.search(text) else None
         if m is not None:
             # another number after `error code is` (HCCL's own codes) is no ACL code
             found += [n for n in self._acl_re.findall(text) if self.book.family(n) is not None]

@@ -13,7 +13,9 @@ from __future__ import annotations
 import functools
 import gzip
 import lzma
+import os
 import re
+import stat
 import sys
 import time
 import zlib
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from ascend_ready.checks.diagnose import split
 from ascend_ready.checks.diagnose.advice import _oom_advice_for_sleep_mode, _sleep_mode_evidence
 from ascend_ready.checks.diagnose.extract import (
     _DEVICE_RE,
@@ -121,6 +124,7 @@ class _FileState:
 
 
 ProgressFn = Callable[[str], None]
+_Passed = split.Passed
 
 
 class Scanner:
@@ -183,7 +187,8 @@ class Scanner:
                 fh.seek(0)
                 opener = next((op for magic, op in _READABLE.items() if head.startswith(magic)), None)
                 if opener is None:
-                    self.scan_stream(fh, name, node=node)
+                    if not self._scan_split(fh, path, name, node):
+                        self.scan_stream(fh, name, node=node)
                 else:  # a rotated or bundled log (plog-1.log.gz, train.log.1.gz): read through it
                     with opener(fh) as inner:
                         self.scan_stream(inner, name, node=node)
@@ -203,9 +208,40 @@ class Scanner:
                                    hint=f"check the file (gzip -t {name})") from None
             raise ConfigError(f"cannot read {name}: {exc.strerror or exc}") from None
 
+    def _scan_split(self, fh: BinaryIO, path: Path, name: str, node: str | None) -> bool:
+        """A big regular file with its prefilter split over worker processes (checks/diagnose/split.py);
+        False (nothing read) where that does not apply: the caller reads it in one stream."""
+        info = os.fstat(fh.fileno())
+        count = split.workers() if info.st_size >= split.PARALLEL_FROM_BYTES else 0
+        if not count or not stat.S_ISREG(info.st_mode):
+            return False
+        head = fh.read(SNIFF_BYTES)
+        fh.seek(0)
+        _refuse_binary(head, name)
+        state = _FileState(len(self.files), name, _path_actor(name), node,
+                           prefilter=self.prefilter_for(is_plog(name)))
+        self.files.append(name)
+
+        def emit(lines: list[_Passed], lineno: int, n: int, nbytes: int) -> None:
+            self.emit(lines, lineno, state)
+            self.bytes += nbytes
+            self._tick(lineno + n)
+
+        done = split.scan_split(self, str(path), fh.fileno(), info.st_size, plog=is_plog(name),
+                                chunk=CHUNK_BYTES, max_line=MAX_LINE_BYTES, count=count, emit=emit)
+        if done is None:
+            self.files.pop()
+            return False
+        self.lines += done
+        return True
+
+    def prefilter_for(self, plog: bool) -> list[re.Pattern]:
+        """The patterns a line of a file must pass: a CANN plog's, or any other log's."""
+        return self._plog_prefilter if plog else self._prefilter
+
     def scan_stream(self, fh: BinaryIO, name: str, *, node: str | None = None) -> None:
         state = _FileState(len(self.files), name, _path_actor(name), node,
-                           prefilter=self._plog_prefilter if is_plog(name) else self._prefilter)
+                           prefilter=self.prefilter_for(is_plog(name)))
         carry = b""
         lineno = 0  # complete lines before `carry`
         first = True
@@ -259,8 +295,16 @@ class Scanner:
 
     def _block(self, block: bytes, lineno: int, state: _FileState) -> int:
         """Match the lines of `block` (whole lines, ending in a newline); returns its line count."""
+        lines, count = self.passing(block, state.prefilter)
+        self.emit(lines, lineno, state)
+        return count
+
+    def passing(self, block: bytes, prefilter: Sequence[re.Pattern]) -> tuple[list[_Passed], int]:
+        """The lines of `block` (whole lines) that `prefilter` passes, each (its line index in the block, its
+        text, 1 if it starts on the line above: a cut code joined), and the block's line count. Reads
+        nothing but the block and the code book, so a worker process can run it (checks/diagnose/split.py)."""
         spans: dict[int, int] = {}
-        for rx in state.prefilter:
+        for rx in prefilter:
             pos = 0
             search = rx.search
             while True:
@@ -271,7 +315,8 @@ class Scanner:
                 end = block.find(b"\n", m.start())
                 spans[start] = end
                 pos = end + 1
-        prev, line, joined = 0, lineno, -1
+        out: list[_Passed] = []
+        prev, line, joined = 0, 0, -1
         for start in sorted(spans):
             line += block.count(b"\n", prev, start)
             prev = start
@@ -280,8 +325,13 @@ class Scanner:
             raw, up, down = self._unwrap(block, start, spans[start])
             if down:
                 joined = spans[start] + 1
-            self._line(_decode(raw).rstrip("\r"), line + 1 - up, state)
-        return line + block.count(b"\n", prev) - lineno
+            out.append((line, _decode(raw).rstrip("\r"), up))
+        return out, line + block.count(b"\n", prev)
+
+    def emit(self, lines: list[_Passed], lineno: int, state: _FileState) -> None:
+        """Match the lines `passing` found in a block whose first line follows line `lineno`."""
+        for line, text, up in lines:
+            self._line(text, lineno + line + 1 - up, state)
 
     def _unwrap(self, block: bytes, start: int, end: int) -> tuple[bytes, int, bool]:
         """The line at block[start:end], joined with the line above or below when a fixed-width cut split a
