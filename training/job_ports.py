@@ -85,13 +85,17 @@ def claim(job_id: str, hosts: Mapping[str, Any], facts: Mapping[str, Any], cfg: 
     if on_nodes is None and sessions:
         on_nodes = NodeClaims(session_runner(sessions), job_id)
     plan = claims.claim(job_id, hosts, make, listeners, on_nodes=on_nodes)
-    log(plan.describe())
 
     def release() -> None:
         claims.release(job_id)
         if on_nodes is not None:
             on_nodes.release()
 
+    try:
+        log(plan.describe())
+    except BaseException:  # interrupted before the caller holds `release`: the claims go now
+        release()
+        raise
     return plan, release
 
 

@@ -255,23 +255,29 @@ class NodeClaims:
         """Claim `slot` on every node: None when the job holds it on all of them, else why not (the node and
         the claim that holds it). TrainingError when a node cannot claim at all (its claims directory)."""
         nodes = sorted(set(nodes))
-        replies = self._try_reaping(nodes, slot)
-        got = [n for n in nodes if replies[n].status == "granted"]
-        if len(got) == len(nodes):
-            self.held[slot] = got
+        try:
+            replies = self._try_reaping(nodes, slot)
+            got = [n for n in nodes if replies[n].status == "granted"]
+            if len(got) == len(nodes):
+                self.held[slot] = got
+                return None
+            self._give_back(slot, got)
+            self._refuse_errors(replies)
+            held = []  # a racer or a live job: node by node, in the order every controller uses
+            for node in nodes:
+                reply = self._try_reaping([node], slot)[node]
+                if reply.status != "granted":
+                    self._give_back(slot, held)
+                    self._refuse_errors({node: reply})
+                    return f"{node}: slot {slot} is claimed by {describe_owner(reply.owner)}"
+                held.append(node)
+            self.held[slot] = held
             return None
-        self._give_back(slot, got)
-        self._refuse_errors(replies)
-        held = []  # a racer or a live job: node by node, in the order every controller uses
-        for node in nodes:
-            reply = self._try_reaping([node], slot)[node]
-            if reply.status != "granted":
-                self._give_back(slot, held)
-                self._refuse_errors({node: reply})
-                return f"{node}: slot {slot} is claimed by {describe_owner(reply.owner)}"
-            held.append(node)
-        self.held[slot] = held
-        return None
+        except (KeyboardInterrupt, SystemExit):
+            # interrupted while nodes answered: which of them granted is not known here, so the slot is
+            # given back on all of them (a release removes only a claim that holds this job's token)
+            self._give_back(slot, nodes)
+            raise
 
     def _refuse_errors(self, replies: Mapping[str, ClaimReply]) -> None:
         errors = [f"{n}: {r.why}" for n, r in sorted(replies.items()) if r.status == "error"]

@@ -337,15 +337,16 @@ class PortClaims:
                     continue
                 try:
                     refuse_held(plan, listeners or {})
-                except TrainingError:
+                    record = {"job_id": job_id, "pid": os.getpid(), "controller": socket.gethostname(),
+                              "nodes": nodes, "slot": slot, "created": time.time(),
+                              "ports": sorted(plan.host_ports())}
+                    (self.dir / f"{job_id}.json").write_text(json.dumps(record))
+                    return plan
+                except BaseException:  # a held port, a Ctrl-C: nothing claimed is left behind
+                    self.release(job_id)
                     if on_nodes is not None:
                         on_nodes.release()
                     raise
-                record = {"job_id": job_id, "pid": os.getpid(), "controller": socket.gethostname(),
-                          "nodes": nodes, "slot": slot, "created": time.time(),
-                          "ports": sorted(plan.host_ports())}
-                (self.dir / f"{job_id}.json").write_text(json.dumps(record))
-                return plan
             raise TrainingError(f"no free port slot on {', '.join(nodes)}:\n  " + "\n  ".join(clashes[:4]),
                                 hint="wait for a job on these nodes to end")
 

@@ -280,3 +280,51 @@ def test_a_node_the_transport_cannot_reach_answers_as_unreachable_and_the_others
     replies = session_runner({"node01": Up(), "node02": cut})(["node01", "node02"], "echo released")
     assert replies["node01"] == (0, "released\n") and ran == ["echo released"]
     assert replies["node02"][0] == 255 and "Timeout opening channel." in replies["node02"][1]
+
+
+class InterruptedNodes(LocalNodes):
+    """A transport Ctrl-C interrupts on the first claim: after node01 answered, before node02 did."""
+
+    def __call__(self, nodes, script):
+        if self.calls or script.rstrip().endswith("echo released"):  # a later claim, or a release
+            return super().__call__(nodes, script)
+        super().__call__(nodes[:1], script)
+        raise KeyboardInterrupt
+
+
+def _left(tmp_path: Path) -> list[str]:
+    """Every claim left on a node or in the controller's state."""
+    return sorted(str(p.relative_to(tmp_path)) for p in (*tmp_path.glob("node0*/claims/slot-*"),
+                                                         *tmp_path.glob("state/port-claims/*.json")))
+
+
+@pytest.mark.parametrize("where", ["while the nodes answer", "at the held-port check",
+                                   "at the plan's log line"])
+def test_ctrl_c_anywhere_in_the_claim_leaves_no_claim_behind(tmp_path, monkeypatch, where):
+    """Issue 25: a Ctrl-C inside the claim (between a node's grant and the launch holding `release`) gave no
+    claim back; each node's then waited for the reaper. Now whatever was claimed is released."""
+    monkeypatch.setenv("ASCEND_READY_STATE_DIR", str(tmp_path / "state"))
+    from ascend_ready.checks.cluster import port_plan
+    from ascend_ready.training.config import load_config
+
+    cfg = load_config("tiny")
+    hosts = {n: type("H", (), {"devices": [0, 1]})() for n in NODES}
+    nodes = InterruptedNodes(tmp_path) if where == "while the nodes answer" else LocalNodes(tmp_path)
+    claims = NodeClaims(nodes, "mine", directory=str(tmp_path / "claims"))
+    log = lambda m: None  # noqa: E731
+    if where == "at the held-port check":
+        def interrupted(plan, listeners):
+            assert _left(tmp_path) == ["node01/claims/slot-0", "node02/claims/slot-0"]  # both granted
+            raise KeyboardInterrupt
+        monkeypatch.setattr(port_plan, "refuse_held", interrupted)
+    elif where == "at the plan's log line":
+        def log(message):
+            if not message.startswith("ports: slot "):
+                return
+            assert _left(tmp_path) == ["node01/claims/slot-0", "node02/claims/slot-0",
+                                       "state/port-claims/mine.json"]
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        job_ports.claim("mine", hosts, {}, cfg, ["train"], rendezvous_port=29500, pinned_rendezvous=False,
+                        on_nodes=claims, listeners={}, log=log)
+    assert _left(tmp_path) == []
