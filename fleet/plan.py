@@ -209,16 +209,23 @@ def remote_command(host: HostPlan, plan: JobPlan) -> str:
     return as_user(remote_script(host, plan), host.training_user, login)
 
 
+def host_port(host: str, port: int | str | None) -> str:
+    """`host:port` as a URL writes it: an IPv6 address in brackets ([fd77::11]:29500), so the port is
+    never read as the address's last group; the host alone without a port."""
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"{shown}:{port}" if port else host
+
+
 def render_dry_run(plan: JobPlan) -> str:
     """Per host: the exact command line its SSH session runs and the environment the job gets."""
     out = [f"{len(plan.hosts)} node(s) x {plan.nproc_per_node} process(es); master "
-           f"{plan.master_addr}:{plan.master_port}; run dir {plan.node_output} on every node; "
+           f"{host_port(plan.master_addr, plan.master_port)}; run dir {plan.node_output} on every node; "
            f"job {plan.run_id}"]
     out += [f"not started: {name} ({why})" for name, why in plan.not_started.items()]
     for h in plan.hosts:
         t = h.target
         out.append(f"== {h.name}: node rank {h.node_rank}, ssh {t.user + '@' if t.user else ''}"
-                   f"{t.address}{':' + str(t.port) if t.port else ''}"
+                   f"{host_port(t.address, t.port)}"
                    f"{' via ' + t.proxy_jump if t.proxy_jump else ''}")
         out.append("environment:")
         if h.venv:

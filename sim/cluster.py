@@ -574,14 +574,34 @@ def _user_ids(root: Path, user: str) -> tuple[int, int]:
     raise SimError(f"user {user} missing from the base image", hint="rebuild it: ascend-sim base clean")
 
 
-def _write_access_files(cluster: Cluster) -> None:
-    from ascend_ready.sim import inventory
+def enable_ipv6(cluster: Cluster) -> dict[str, str]:
+    """Every node dual-stack (sim/net.py Network.enable_ipv6), its IPv6 address in known_hosts too, so a
+    controller can reach it at either; node name -> IPv6 address. disable_ipv6 undoes it."""
+    net = cluster.net
+    net.enable_ipv6({n.index: n.pid for n in cluster.nodes})
+    _write_known_hosts(cluster, ipv6=True)
+    return {n.name: net.node_ip6(n.index) for n in cluster.nodes}
 
+
+def disable_ipv6(cluster: Cluster) -> None:
+    cluster.net.disable_ipv6({n.index: n.pid for n in cluster.nodes})
+    _write_known_hosts(cluster)
+
+
+def _write_known_hosts(cluster: Cluster, *, ipv6: bool = False) -> None:
+    """Each node's host key under its name and its addresses (IPv6 too while enable_ipv6 holds)."""
     lines = []
     for node in cluster.nodes:
         pub = (node.dir(cluster.run_dir) / "upper/etc/ssh/ssh_host_ed25519_key.pub").read_text().split()
-        lines.append(f"{node.name},{node.ip} {pub[0]} {pub[1]}")
+        names = [node.name, node.ip, *([cluster.net.node_ip6(node.index)] if ipv6 else [])]
+        lines.append(f"{','.join(names)} {pub[0]} {pub[1]}")
     cluster.known_hosts.write_text("\n".join(lines) + "\n")
+
+
+def _write_access_files(cluster: Cluster) -> None:
+    from ascend_ready.sim import inventory
+
+    _write_known_hosts(cluster)
     cluster.ssh_config.write_text(inventory.ssh_config(cluster))
     cluster.inventory_path.write_text(inventory.ini(cluster))
 

@@ -3,6 +3,10 @@
 The host keeps a blackhole route for the subnet forever, so no packet for it can leave the machine even
 when the cluster is down. Nodes' default route points at the hub, which routes nowhere: facts such as
 Ansible's default_ipv4 look as on a real host, yet nothing a node sends can leave the subnet.
+
+IPv6 is off until asked for (enable_ipv6, sim/cluster.py enable_ipv6): then the host's veth and every node's
+eth0 also hold an address of the run dir's unique-local /64 (fd77:<tag>::/64), with a blackhole for it on
+the host and no IPv6 default route in a node, so a test can name nodes by IPv6 address end to end.
 """
 
 from __future__ import annotations
@@ -55,6 +59,19 @@ class Network:
         """The hub's own address: a dead-end gateway (no route beyond the subnet, no forwarding)."""
         return str(self.subnet.broadcast_address - 1)
 
+    @property
+    def subnet6(self) -> ipaddress.IPv6Network:
+        """The cluster's IPv6 network (off until enable_ipv6): a unique-local /64 (RFC 4193) per run dir."""
+        return ipaddress.IPv6Network(f"fd77:{self.tag}::/64")
+
+    @property
+    def host_ip6(self) -> str:
+        return str(self.subnet6.network_address + 1)
+
+    def node_ip6(self, index: int) -> str:
+        """Node i (from 1) gets ::1i (hex), as node01 = fd77:<tag>::11: the IPv4 scheme's last digits."""
+        return str(self.subnet6.network_address + 0x10 + index)
+
     def node_ip(self, index: int) -> str:
         """Node i (from 1) gets .10+i, leaving the low addresses to the host side."""
         addr = self.subnet.network_address + 10 + index
@@ -106,6 +123,30 @@ class Network:
                    "link set eth0 up",
                    f"route add default via {self.gateway_ip} dev eth0"], pid=pid)
 
+    def enable_ipv6(self, nodes: dict[int, int]) -> None:
+        """Dual-stack: the host's veth and each node's eth0 (index -> PID) get an address of `subnet6`, as a
+        rack whose management network also carries IPv6. No IPv6 default route anywhere and a blackhole for
+        the /64 on the host, so nothing leaves the cluster; `nodad`: usable at once (no duplicate
+        address detection on a private bridge)."""
+        _ip(["-6", "route", "replace", "blackhole", str(self.subnet6), "metric", str(BLACKHOLE_METRIC)])
+        with open(f"/proc/sys/net/ipv6/conf/{self.host_if}/disable_ipv6", "w") as fh:
+            fh.write("0")
+        with open(f"/proc/sys/net/ipv6/conf/{self.host_if}/forwarding", "w") as fh:
+            fh.write("0")
+        _ip(["addr", "replace", f"{self.host_ip6}/64", "dev", self.host_if, "nodad"])
+        for index, pid in nodes.items():
+            _sysctl_in(pid, "net.ipv6.conf.eth0.disable_ipv6", "0")
+            _ip_batch([f"addr replace {self.node_ip6(index)}/64 dev eth0 nodad"], pid=pid)
+
+    def disable_ipv6(self, nodes: dict[int, int]) -> None:
+        """Back to IPv4 only: the addresses enable_ipv6 gave go, IPv6 is off on the host's veth again."""
+        for pid in nodes.values():
+            _ip_batch([f"addr flush dev eth0 to {self.subnet6}"], pid=pid)
+        if os.path.exists(f"/sys/class/net/{self.host_if}"):
+            _ip(["addr", "flush", "dev", self.host_if, "to", str(self.subnet6)], check=False)
+            with open(f"/proc/sys/net/ipv6/conf/{self.host_if}/disable_ipv6", "w") as fh:
+                fh.write("1")
+
     def destroy(self) -> None:
         """Remove the hub and the host veth (and so the connected route); the blackhole route stays."""
         if self.hub in netns_list():
@@ -126,6 +167,14 @@ def _ip(args: list[str], *, check: bool = True) -> subprocess.CompletedProcess:
     if check and proc.returncode != 0:
         raise SimError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
     return proc
+
+
+def _sysctl_in(pid: int, key: str, value: str) -> None:
+    """`key` = `value` in the network namespace of `pid` (its /proc/sys/net is that namespace's)."""
+    proc = subprocess.run(["nsenter", f"--net=/proc/{pid}/ns/net", "sysctl", "-qw", f"{key}={value}"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SimError(f"sysctl {key}={value} in the node of PID {pid}: {proc.stderr.strip()}")
 
 
 def _ip_batch(lines: list[str], *, netns: str | None = None, pid: int | None = None) -> None:

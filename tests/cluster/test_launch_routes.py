@@ -131,3 +131,14 @@ def test_the_pre_start_probe_takes_an_ipv6_master_as_it_stands(master, seen):
     assert probe.id == "master"
     out = subprocess.run(["sh", "-c", probe.shell], capture_output=True, text=True, check=True).stdout
     assert out.strip() == seen
+
+
+def test_an_ipv6_master_and_node_are_written_with_their_port_apart():
+    """The dry run and launch.txt wrote `master fd77::11:29500` (the port read as the address's last group);
+    an address with colons is bracketed as in a URL, IPv4 and names are not."""
+    from ascend_ready.fleet.plan import host_port
+
+    assert host_port(MASTER, 29500) == "[fd77::11]:29500"
+    assert host_port("[fd77::11]", 22) == "[fd77::11]:22"
+    assert host_port("10.0.0.1", 29500) == "10.0.0.1:29500" and host_port("node01", 22) == "node01:22"
+    assert host_port(MASTER, None) == MASTER

@@ -111,6 +111,39 @@ def test_grpo_on_two_nodes_agrees_on_the_weights_and_writes_metrics_once(cluster
     assert training_processes(cluster, "node01") == training_processes(cluster, "node02") == []
 
 
+@pytest.mark.slow  # a 2-node GRPO run with its rendezvous over IPv6: ~40 s here
+def test_grpo_on_two_nodes_named_by_their_ipv6_addresses_trains_with_an_ipv6_master(cluster, tmp_path):
+    """Issue 25 item 6 end to end: the inventory names both nodes by their IPv6 address (the simulator's
+    network dual-stack, sim/net.py enable_ipv6). The controller reaches them over SSH at those addresses,
+    every node has its route and address toward the IPv6 master, torchrun's rendezvous is at the master's
+    IPv6 address, and the job trains."""
+    from ascend_ready.sim import cluster as sim
+
+    addrs = sim.enable_ipv6(cluster)
+    try:
+        text = cluster.inventory_path.read_text()
+        for name in cluster.names:
+            ip = cluster.node(name).ip
+            text = text.replace(f"{name} ansible_host={ip} ", f"{name} ansible_host={addrs[name]} ")
+        inventory = tmp_path / "inventory-ipv6.ini"
+        inventory.write_text(text)
+        assert text.count("ansible_host=fd77:") == 2
+        out, seen = shared_run(cluster, "grpo-ipv6")
+        check = write_ascend_check(tmp_path, healthy("node01"), healthy("node02", index=1))
+        proc = train("grpo", "-c", "tiny", "-i", str(inventory), "--preflight-command", str(check),
+                     "-o", str(out), "--node-output-dir", seen, *COMMON)
+        assert proc.returncode == 0, proc.stderr[-4000:] + node_logs_tail(out)
+        # each node's NIC and address toward the IPv6 master, and the rendezvous at the master's address
+        for rank, name in enumerate(cluster.names):
+            assert f"{name}: node rank {rank}, NIC eth0 {addrs[name]}" in proc.stderr
+        launch = (next((out / "logs").iterdir()) / "launch.txt").read_text()
+        assert f"master [{addrs['node01']}]:29500;" in launch and f"--master-addr={addrs['node01']}" in launch
+        assert policy_steps(out) == list(range(1, STEPS + 1))
+    finally:
+        sim.disable_ipv6(cluster)
+    assert training_processes(cluster, "node01") == training_processes(cluster, "node02") == []
+
+
 @pytest.mark.slow  # ~115 s of two concurrent jobs on the loaded 2-core CI: run with -m slow
 def test_two_grpo_jobs_at_once_on_the_same_nodes_take_disjoint_ports(cluster, tmp_path):
     """Issue 28: two jobs started together on node01+node02 each claim a port slot, run, and record their
