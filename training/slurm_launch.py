@@ -154,7 +154,7 @@ def gate_nodes(
 #: CANN environment (a Slurm task runs as the job's user with the environment sbatch was given, where no
 #: login shell sourced set_env.sh, so torch_npu's import would not find libhccl.so), and its NIC toward the
 #: master (the route the kernel takes), for gloo and HCCL
-_PRELUDE = f"""# set_env.sh is written for an interactive shell: sourced without -e or -u, as the SSH launcher does
+_PRELUDE = f"""# set_env.sh is written for an interactive shell: sourced without -e or -u, as over SSH
 if [ -r "$2" ]; then . "$2"; fi
 set -e
 # the master itself: the interface holding its address (its route to itself is through lo)

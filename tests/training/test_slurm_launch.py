@@ -149,7 +149,8 @@ def test_the_job_step_runs_this_ascend_train_on_every_node_with_its_rank(tmp_pat
 
     toolkit = "/usr/local/Ascend/ascend-toolkit/latest"
     # the set_env.sh the simulated installer writes; `$LD_LIBRARY_PATH` unset in it, as on a fresh task
-    (tmp_path / "set_env.sh").write_text(toolkit_set_env(toolkit, "aarch64").replace("@DRIVER_ROOT@", "/usr/local/Ascend"))
+    script_text = toolkit_set_env(toolkit, "aarch64").replace("@DRIVER_ROOT@", "/usr/local/Ascend")
+    (tmp_path / "set_env.sh").write_text(script_text)
     proc = prelude(tmp_path / "set_env.sh")
     assert proc.returncode == 0, proc.stderr
     ld = proc.stdout.split(" ", 1)[0].split(":")
