@@ -111,6 +111,12 @@ class Network:
 
     def ensure_blackhole(self) -> None:
         _ip(["route", "replace", "blackhole", str(self.subnet), "metric", str(BLACKHOLE_METRIC)])
+        # A cluster run earlier in a smaller subnet inside this one left its blackhole: more specific than
+        # this cluster's connected route, it would swallow the packets to the nodes it covers (their sshd
+        # never answers). This subnet's own blackhole covers it now.
+        routes = _ip(["-o", "route", "show", "root", str(self.subnet)]).stdout
+        for inner in blackholes_inside(self.subnet, routes):
+            _ip(["route", "del", "blackhole", str(inner), "metric", str(BLACKHOLE_METRIC)], check=False)
 
     def attach(self, index: int, pid: int) -> None:
         """Give node `index` (PID `pid`) its eth0 on the hub bridge and its address."""
@@ -156,6 +162,19 @@ class Network:
 
     def exists(self) -> bool:
         return self.hub in netns_list()
+
+
+def blackholes_inside(subnet: ipaddress.IPv4Network, routes: str) -> list[ipaddress.IPv4Network]:
+    """The simulator's blackholes (`ip -o route show root SUBNET` lines of its metric) strictly inside
+    `subnet`."""
+    out = []
+    for line in routes.splitlines():
+        fields = line.split()
+        if fields[:1] == ["blackhole"] and len(fields) > 1 and f"metric {BLACKHOLE_METRIC}" in line:
+            net = ipaddress.ip_network(fields[1] if "/" in fields[1] else f"{fields[1]}/32", strict=False)
+            if net != subnet and net.subnet_of(subnet):
+                out.append(net)
+    return out
 
 
 def netns_list() -> list[str]:
