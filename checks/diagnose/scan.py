@@ -218,8 +218,8 @@ class Scanner:
         head = fh.read(SNIFF_BYTES)
         fh.seek(0)
         _refuse_binary(head, name)
-        state = _FileState(len(self.files), name, _path_actor(name), node,
-                           prefilter=self.prefilter_for(is_plog(name)))
+        plog = is_plog(name)
+        state = _FileState(len(self.files), name, _path_actor(name), node, prefilter=self.prefilter_for(plog))
         self.files.append(name)
 
         def emit(lines: list[_Passed], lineno: int, n: int, nbytes: int) -> None:
@@ -227,7 +227,7 @@ class Scanner:
             self.bytes += nbytes
             self._tick(lineno + n)
 
-        done = split.scan_split(self, str(path), fh.fileno(), info.st_size, plog=is_plog(name),
+        done = split.scan_split(self, str(path), fh.fileno(), info.st_size, plog=plog,
                                 chunk=CHUNK_BYTES, max_line=MAX_LINE_BYTES, count=count, emit=emit)
         if done is None:
             self.files.pop()

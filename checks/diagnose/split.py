@@ -17,6 +17,8 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
+__all__ = ["PARALLEL_FROM_BYTES", "WORKERS_ENV", "ranges", "scan_split", "workers"]
+
 #: a line a worker's prefilter passed: (its line index in its range, its text, 1 if it starts on the line
 #: above)
 Passed = tuple[int, str, int]
@@ -31,7 +33,6 @@ class Scanner(Protocol):
     def prefilter_for(self, plog: bool) -> list[re.Pattern]:
         ...
 
-__all__ = ["PARALLEL_FROM_BYTES", "WORKERS_ENV", "ranges", "scan_split", "workers"]
 
 #: files this big and more are split (below it the workers' start costs more than they save)
 PARALLEL_FROM_BYTES = 64 << 20

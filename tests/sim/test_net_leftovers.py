@@ -17,9 +17,9 @@ pytestmark = pytest.mark.sim
 
 RUN_DIR, SUBNET = own_cluster("leftover", 6)
 
-#: `ip -o route show root 10.251.210.0/24` on this machine after a cluster at 10.251.210.0/27 was stopped
-#: and another at 10.251.210.0/25 came up (iproute2 6.1)
-#: (iproute2 ends each line with a space)
+#: `ip -o route show root 10.251.210.0/24` as iproute2 6.1 printed it here after a cluster at 10.251.210.0/27
+#: was stopped and another at 10.251.210.0/25 came up (each line ends in a space), plus two lines the
+#: function must leave alone: a connected route of the same shape and a blackhole of another metric
 ROUTES = "".join(f"{line} \n" for line in (
     "blackhole 10.251.210.0/25 metric 4000000000",
     "blackhole 10.251.210.0/27 metric 4000000000",
