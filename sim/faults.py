@@ -16,6 +16,7 @@ from ascend_ready.sim import cgroup, cluster
 from ascend_ready.sim.nodeinit import populate_dev
 
 CPU_THROTTLE = "cpu-throttle"
+NIC_SLOW = "nic-slow"
 
 
 def parse_params(pairs: tuple[str, ...] | list[str]) -> dict:
@@ -44,15 +45,23 @@ def catalog() -> dict[str, tuple[str, object]]:
         ("everything the node runs",), {"pct": 25}, {"pct": "percent of one CPU the whole node may use"})
     kinds = {kind: ("node", spec) for kind, spec in hw.FAULTS.items()}
     kinds.update({kind: ("cluster", spec) for kind, spec in fabric.FAULTS.items()})
+    # The shape of NVIDIA/nccl-tests#106: every pair all-reduce with one node ran at ~56 % of the others
+    # (49 against 88 GB/s) and the maintainer named that node ("node 644 has a problem and is slow").
+    slow = hw.FaultSpec(
+        "the node's network port carries at most `mbit` Mbit/s each way (a port negotiated down, a bad "
+        "cable; tc tbf on its eth0 and on its bridge port): its collectives are slow, its compute is not",
+        ("every connection of the node",), {"mbit": 200}, {"mbit": "Mbit/s the port carries each way"})
     kinds[CPU_THROTTLE] = ("node", throttle)
+    kinds[NIC_SLOW] = ("node", slow)
     return kinds
 
 
 def change(node_name: str, kind: str | None, params: dict) -> dict:
     """Inject fault `kind` with params into the node, or clear all its faults when kind is None.
 
-    Returns what changed: the node's hardware state, the fabric (a cluster fault) or the throttle record.
-    Clearing clears the node's hardware faults, the cluster faults that name it and its CPU quota."""
+    Returns what changed: the node's hardware state, the fabric (a cluster fault), the throttle record or
+    the port's rate. Clearing clears the node's hardware faults, the cluster faults that name it, its CPU
+    quota and its port's rate cap."""
     cluster.require_root()
     c = cluster.load_running()
     node = c.node(node_name)
@@ -63,7 +72,19 @@ def change(node_name: str, kind: str | None, params: dict) -> dict:
         raise ConfigError(f"unknown fault kind {kind!r}", hint=f"choose from: {', '.join(sorted(kinds))}")
     if kind is None:
         cgroup.release(node.pid, node.dir(c.run_dir))
+        c.net.unshape(node.index, node.pid)
         _change_fabric(c, lambda fab, doc: fab.clear(doc, node.name))
+    elif kind == NIC_SLOW:
+        unknown = set(params) - {"mbit"}
+        if unknown:
+            raise ConfigError(f"fault {kind}: unknown parameter(s) {', '.join(sorted(unknown))}",
+                              hint="parameters of nic-slow: mbit")
+        mbit = params.get("mbit", 200)
+        if isinstance(mbit, bool) or not isinstance(mbit, int | float) or not 0 < mbit <= 100_000:
+            raise ConfigError(f"fault {kind}: mbit must be in (0, 100000], not {mbit!r}",
+                              hint="e.g. --param mbit=200")
+        c.net.shape(node.index, node.pid, mbit)
+        return {"mbit": mbit, "eth0": c.net.shaped(node.pid)}
     elif kind == CPU_THROTTLE:
         unknown = set(params) - {"pct"}
         if unknown:

@@ -163,6 +163,31 @@ class Network:
     def exists(self) -> bool:
         return self.hub in netns_list()
 
+    def shape(self, index: int, pid: int, mbit: float) -> None:
+        """Cap node `index` (PID `pid`) at `mbit` Mbit/s each way: a token bucket on its eth0 (what it
+        sends) and on its port of the hub's bridge (what it receives), as a port negotiated down does."""
+        rate = f"{mbit:g}mbit"
+        # 10 ms of the rate per bucket (at least a 9000-byte frame): below the timer tick's worth, tbf
+        # cannot reach its rate; far above it, a short burst would pass at the veth's own speed.
+        burst = str(max(9000, round(mbit * 1e6 / 8 / 100)))
+        args = ["qdisc", "replace", "dev", "{dev}", "root", "tbf", "rate", rate, "burst", burst,
+                "latency", "100ms"]
+        _tc([a.replace("{dev}", "eth0") for a in args], pid=pid)
+        _tc([a.replace("{dev}", self.node_if(index)) for a in args], netns=self.hub)
+
+    def unshape(self, index: int, pid: int | None) -> None:
+        """Undo `shape` (nothing to do where no cap is set)."""
+        if pid is not None and "tbf" in _tc(["qdisc", "show", "dev", "eth0"], pid=pid, check=False).stdout:
+            _tc(["qdisc", "del", "dev", "eth0", "root"], pid=pid)
+        if self.exists() and "tbf" in _tc(["qdisc", "show", "dev", self.node_if(index)], netns=self.hub,
+                                          check=False).stdout:
+            _tc(["qdisc", "del", "dev", self.node_if(index), "root"], netns=self.hub)
+
+    def shaped(self, pid: int) -> str | None:
+        """The rate node PID `pid`'s eth0 is capped at (`tc qdisc show` says it: "200Mbit"), None if none."""
+        fields = _tc(["qdisc", "show", "dev", "eth0"], pid=pid, check=False).stdout.split()
+        return fields[fields.index("rate") + 1] if "tbf" in fields and "rate" in fields else None
+
 
 def blackholes_inside(subnet: ipaddress.IPv4Network, routes: str) -> list[ipaddress.IPv4Network]:
     """The simulator's blackholes (`ip -o route show root SUBNET` lines of its metric) strictly inside
@@ -185,6 +210,20 @@ def _ip(args: list[str], *, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(["ip", *args], capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise SimError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
+    return proc
+
+
+def _tc(args: list[str], *, pid: int | None = None, netns: str | None = None,
+        check: bool = True) -> subprocess.CompletedProcess:
+    cmd = ["tc", *args]
+    if netns:
+        cmd = ["ip", "netns", "exec", netns, *cmd]
+    if pid:
+        cmd = ["nsenter", f"--net=/proc/{pid}/ns/net", *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise SimError(f"{' '.join(cmd)}: {proc.stderr.strip()}",
+                       hint="the host needs tc (iproute2) and the sch_tbf qdisc")
     return proc
 
 

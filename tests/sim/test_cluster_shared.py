@@ -1,5 +1,6 @@
 """What a simulated cluster shares as a real one does: the checkout and its venv at the same path on every
-node (read-only) and a writable /shared, and a node that can be made a straggler (a CPU quota)."""
+node (read-only) and a writable /shared, and a node that can be made a straggler (a CPU quota, a slow
+port)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,40 @@ def test_a_throttled_node_runs_everything_under_its_quota_until_cleared(sim_clus
         _fault("node02", "--clear")
     assert group not in remote("node02", "cat /proc/self/cgroup").out
     assert cgroup.group_of(sim_cluster.node("node02").dir(sim_cluster.run_dir)) is None
+
+
+#: node02's side: send N bytes to the first client, then read N back and say so (one byte)
+SERVE = ("import socket\ns = socket.create_server(('0.0.0.0', 47017))\nc, _ = s.accept()\nn = {n}\n"
+         "c.sendall(bytes(n))\ngot = 0\nwhile got < n: got += len(c.recv(65536))\nc.sendall(b'k')\n")
+#: node01's side: how long N bytes took from node02, then to node02 (connecting until it listens)
+FETCH = ("import socket, time\nend = time.monotonic() + 30\nwhile True:\n"
+         "    try: c = socket.create_connection(('{ip}', 47017), timeout=30); break\n"
+         "    except OSError:\n        if time.monotonic() > end: raise\n        time.sleep(0.05)\n"
+         "n, got, t0 = {n}, 0, time.monotonic()\nwhile got < n: got += len(c.recv(65536))\n"
+         "t1 = time.monotonic()\nc.sendall(bytes(n))\nc.recv(1)\nprint(t1 - t0, time.monotonic() - t1)\n")
+
+
+def test_a_slow_port_caps_what_the_node_sends_and_receives_until_cleared(sim_cluster, remote):
+    node02 = sim_cluster.node("node02")
+    _fault("node02", "nic-slow", "--param", "mbit=20")
+    try:
+        assert sim_cluster.net.shaped(node02.pid) == "20Mbit"
+        n = 1_000_000  # 0.4 s each way at 20 Mbit/s, whatever else the host runs: a rate cap is a floor
+        py = "/opt/ascend-sim/bin/python3"
+        server = remote("node02", f"nohup {py} -c \"{SERVE.format(n=n)}\" >/dev/null 2>&1 &")
+        assert server.rc == 0, server
+        timed = remote("node01", f"{py} -c \"{FETCH.format(ip=node02.ip, n=n)}\"", timeout=120)
+        assert timed.rc == 0, timed
+        down, up = map(float, timed.out.split())
+        assert down >= 0.3 and up >= 0.3, timed.out  # node02 sending, node02 receiving
+    finally:
+        _fault("node02", "--clear")
+    assert sim_cluster.net.shaped(node02.pid) is None
+    tc = sim.node_exec(node02, ["tc", "qdisc", "show", "dev", "eth0"], capture_output=True, text=True)
+    assert "tbf" not in tc.stdout
+
+
+def test_a_slow_port_refuses_a_rate_it_cannot_set(sim_cluster):
+    result = CliRunner().invoke(cli.main, ["fault", "node02", "nic-slow", "--param", "mbit=0"])
+    assert result.exit_code == 2 and "mbit must be in (0, 100000]" in result.output, result.output
+    assert sim_cluster.net.shaped(sim_cluster.node("node02").pid) is None
