@@ -170,10 +170,13 @@ class Network:
         # 10 ms of the rate per bucket (at least a 9000-byte frame): below the timer tick's worth, tbf
         # cannot reach its rate; far above it, a short burst would pass at the veth's own speed.
         burst = str(max(9000, round(mbit * 1e6 / 8 / 100)))
-        args = ["qdisc", "replace", "dev", "{dev}", "root", "tbf", "rate", rate, "burst", burst,
-                "latency", "100ms"]
-        _tc([a.replace("{dev}", "eth0") for a in args], pid=pid)
-        _tc([a.replace("{dev}", self.node_if(index)) for a in args], netns=self.hub)
+
+        def tbf(dev: str) -> list[str]:
+            return ["qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", burst,
+                    "latency", "100ms"]
+
+        _tc(tbf("eth0"), pid=pid)
+        _tc(tbf(self.node_if(index)), netns=self.hub)
 
     def unshape(self, index: int, pid: int | None) -> None:
         """Undo `shape` (nothing to do where no cap is set)."""
