@@ -98,6 +98,11 @@ class Entry(_Model):
         min_length=1, description="lines quoted from the sources; every one must match a pattern"
     )
     layer: Layer | None = Field(None, description="where the failure shows (default: from the family)")
+    general: bool = Field(
+        False,
+        description="a rule by structure (an errno and the path it names, a module name): not reported on a "
+        "line a specific entry also named, so the specific cause stands alone",
+    )
     explained_by: list[str] = Field(
         default_factory=list,
         description="entry ids of more specific failures this one reports again (a generic task timeout "

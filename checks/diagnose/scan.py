@@ -379,6 +379,7 @@ class Scanner:
         candidates = set(self._always)
         for literal in [lit for lit in self._literals if lit in text]:
             candidates |= self._by_literal[literal]
+        found = []
         for i in sorted(candidates):
             entry, patterns = self._entries[i]
             for literal, rx in patterns:
@@ -386,9 +387,12 @@ class Scanner:
                     continue
                 m = rx.search(text)
                 if m:
+                    found.append((entry, m))
                     break
-            else:
-                continue
+        if any(e.general for e, _ in found):  # a general rule yields to a specific entry on its line
+            named = any(not e.general and e.kind != "wrapper" for e, _ in found)
+            found = [(e, m) for e, m in found if not (e.general and named)]
+        for entry, m in found:
             groups = _Defaults({k: v for k, v in m.groupdict().items() if v is not None})
             if "rc" in groups:  # an HCCL call's return code, named (HcclResult)
                 rc = groups["rc"]

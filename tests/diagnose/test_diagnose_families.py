@@ -246,3 +246,24 @@ def test_a_crash_with_nothing_before_it_is_the_finding_and_after_an_error_its_ev
     ej = (REAL / "ej0001_llamafactory-3839.log").read_text().splitlines()[4]
     report = _diagnose(tmp_path, [ej, crash])
     assert _summary(report) == [("EJ0001", "cause", None)] and report.findings[0].matches == 2
+
+
+@pytest.mark.parametrize(("line", "specific"), [
+    ("ModuleNotFoundError: No module named 'torch_npu'", "torch-npu-not-installed"),
+    ("ModuleNotFoundError: No module named 'tbe.common'", "tbe-python-missing"),
+])
+def test_a_general_rule_yields_to_the_specific_entry_on_its_line(tmp_path, line, specific):
+    report = _diagnose(tmp_path, [line])
+    assert [f.id for f in report.findings] == [specific]
+
+
+@pytest.mark.parametrize(("line", "general"), [
+    ("ModuleNotFoundError: No module named 'peft'", "module-not-found peft"),
+    ("ModuleNotFoundError: No module named 'vllm_ascend.ops'", "submodule-not-found vllm_ascend.ops"),
+    ("PermissionError: [Errno 13] Permission denied: '/dev/davinci3'", "permission-denied EACCES"),
+    ("FileNotFoundError: [Errno 2] No such file or directory: 'npu-smi'", "command-not-found ENOENT"),
+])
+def test_a_general_rule_names_what_its_line_names(tmp_path, line, general):
+    report = _diagnose(tmp_path, [line])
+    assert [f"{f.id} {f.code}" for f in report.findings] == [general]
+    assert report.findings[0].fix
