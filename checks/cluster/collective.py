@@ -32,13 +32,15 @@ __all__ = [
     "bus_bandwidth",
     "judge_allreduce",
     "judge_matmul",
-        "node_ranks",
+    "node_ranks",
     "odd_ones_out",
     "pair_results",
     "pair_slow_gate",
     "parse_lines",
     "parse_size",
+    "projected_seconds",
     "rows",
+    "skipped",
     "stragglers",
     "sweep",
 ]
@@ -64,11 +66,13 @@ def bus_bandwidth(size_bytes: int, seconds: float, ranks: int) -> tuple[float, f
 
 @dataclass(frozen=True)
 class Measurement:
-    kind: str  # "matmul" or "allreduce"
+    #: "matmul", "allreduce", or "skipped": an all-reduce of `group` at `size_bytes` the worker left out,
+    #: its projected seconds (`value`) past its time budget
+    kind: str
     rank: int
     host: str
     device: str
-    value: float  # TFLOPS (matmul) or bus bandwidth GB/s (allreduce)
+    value: float  # TFLOPS (matmul), bus bandwidth GB/s (allreduce) or projected seconds (skipped)
     size_bytes: int = 0
     seconds: float = 0.0
     algbw: float = 0.0
@@ -94,6 +98,22 @@ def parse_lines(text: str, *, source: str = "collective") -> list[Measurement]:
         except (ValueError, TypeError) as exc:
             raise ParseError(source, f"not a measurement ({exc})", line_no=no, line=line) from None
     return out
+
+
+def projected_seconds(seconds: float, size_bytes: int, size: int, runs: int) -> float:
+    """What `runs` all-reduces of `size` bytes would take after one of `size_bytes` took `seconds`: as
+    bandwidth-bound (time grows with the bytes), never less than the measured one per run."""
+    return max(seconds * size / size_bytes, seconds) * runs
+
+
+def skipped(measurements: Iterable[Measurement], group: str = "all") -> list[Measurement]:
+    """The sizes of `group` the worker left out to finish in its budget (its lowest rank's records)."""
+    best: dict[int, Measurement] = {}
+    for m in measurements:
+        if m.kind == "skipped" and (m.group or "all") == group and (m.size_bytes not in best
+                                                                     or m.rank < best[m.size_bytes].rank):
+            best[m.size_bytes] = m
+    return [best[k] for k in sorted(best)]
 
 
 def stragglers(values: dict[str, float], *, tolerance: float = 0.2) -> list[tuple[str, float, float]]:
@@ -241,10 +261,12 @@ def judge_allreduce(rec: CollectiveRecord, host: str, *, ratio: float, floor: fl
         evidence.append(f"all-reduce across {len(rec.hosts)} host(s), {top.ranks} rank(s) ({rec.backend}, "
                         f"{top.dtype or 'float32'}):")
         evidence += rows(rec.measurements, "all")
+    evidence += _left_out(rec.measurements, "all")
     mine = sweep(rec.measurements, f"node:{host}")
     if mine:
         evidence.append(f"all-reduce among {host}'s {mine[-1].ranks} device(s):")
         evidence += rows(rec.measurements, f"node:{host}")
+        evidence += _left_out(rec.measurements, f"node:{host}")
         node_tops = {h: s[-1].value for h in rec.hosts if (s := sweep(rec.measurements, f"node:{h}"))}
         for name, v, med in stragglers(node_tops, tolerance=1 - ratio):
             if name == host:
@@ -256,6 +278,10 @@ def judge_allreduce(rec: CollectiveRecord, host: str, *, ratio: float, floor: fl
         size = next(iter(pairs.values())).size_bytes
         evidence.append(f"pairs at {size} B: " + ", ".join(
             f"{a}-{b} {_gb(m.value)}" for (a, b), m in sorted(pairs.items()) if host in (a, b)))
+    cut_pairs = {m.group for m in rec.measurements if m.kind == "skipped" and m.group.startswith("pair:")
+                 and host in m.group.removeprefix("pair:").split(",")}
+    for group in sorted(cut_pairs):
+        evidence += _left_out(rec.measurements, group)
     nodes, links = odd_ones_out({p: m.value for p, m in pairs.items()}, ratio=ratio)
     slow = {n: (v, med) for n, v, med in nodes}
     if host in slow:
@@ -270,10 +296,28 @@ def judge_allreduce(rec: CollectiveRecord, host: str, *, ratio: float, floor: fl
                             f"pair {_gb(med)}, while both ends are fast with others: the path between them")
     top = all_nodes[-1] if all_nodes else None
     if floor is not None and rec.device == "npu" and top is not None and top.value < floor and not slow:
+        cut = skipped(rec.measurements, "all")
         problems.append(f"the all-reduce across all {len(rec.hosts)} hosts reaches {_gb(top.value)} busbw at "
                         f"{top.size_bytes} B, below the profile's {floor:g} GB/s, and no one node is to blame"
-                        + ("" if pairs else " (the pairs did not run)"))
+                        + ("" if pairs else " (the pairs did not run)")
+                        + (f"; the larger sizes ({', '.join(f'{m.size_bytes} B' for m in cut)}) would not "
+                           "have finished in the time budget" if cut else ""))
     return problems, evidence
+
+
+def _left_out(measurements: Sequence[Measurement], group: str) -> list[str]:
+    """The evidence line of the sizes of `group` the worker left out to stay in its time budget."""
+    cut = skipped(measurements, group)
+    if not cut:
+        return []
+    if group.startswith("pair:"):
+        what = "the pair rounds"
+    elif group.startswith("node:"):
+        what = f"the all-reduce among {group.removeprefix('node:')}'s devices"
+    else:
+        what = "the all-node all-reduce"
+    return [f"left out of {what}, to finish in the worker's time budget: " + ", ".join(
+        f"{m.size_bytes} B (projected {m.value:g} s)" for m in cut)]
 
 
 def node_ranks(hosts: Sequence[str]) -> dict[str, list[int]]:

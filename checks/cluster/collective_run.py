@@ -166,13 +166,16 @@ def run_collective(
     master_port: int | None = None,
     nproc_per_node: int | None = None,
     deadline_s: float = 300.0,
+    budget_s: float | None = None,
     log: Callable[[str], None] = lambda _line: None,
 ) -> CollectiveRecord:
     """Run the worker under torchrun on every target (2 or more) and read back what each rank printed.
 
     `profiles`: each host's resolved profile (its training user and interpreter, the floors); `sweep`
     default: by the accelerator the hosts have; `nproc_per_node` default: the fewest devices a host has
-    (one rank on CPU). Each node's worker is stopped after `deadline_s`."""
+    (one rank on CPU). Each node's worker is stopped after `deadline_s`; its measurements get `budget_s`
+    (default 0.6 x the deadline: the rest is for starting torchrun, the interpreter and the rendezvous),
+    and leave out what would not fit in it (`skipped` records) rather than run into the deadline."""
     started = time.monotonic()
     names = [t.name for t in targets]
     master = "127.0.0.1" if targets[0].is_local else (targets[0].address or targets[0].name)
@@ -222,7 +225,8 @@ def run_collective(
         h, s = hosts[t.name], spec.hosts[t.name]
         env = hccl_env(connect_timeout=120, exec_timeout=int(deadline_s), socket_ifname=s.nic, if_ip=s.ip)
         env.update({"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
-        argv = [*sweep.argv(), "--host", t.name, "--device", rec.device, *pairs]
+        argv = [*sweep.argv(), "--host", t.name, "--device", rec.device, *pairs,
+                "--budget-s", f"{deadline_s * 0.6 if budget_s is None else budget_s:g}"]
         torchrun = ["timeout", "-k", "5", f"{deadline_s:g}",
                     *torchrun_command(argv, nnodes=len(ready), nproc_per_node=rec.nproc_per_node,
                                       node_rank=rank, master_addr=master, master_port=port, python=h.python,
@@ -271,7 +275,7 @@ def _missing(found: list[Measurement], host: str, rec: CollectiveRecord) -> str:
     matmuls = sum(m.kind == "matmul" for m in mine)
     if matmuls != rec.nproc_per_node:
         want.append(f"{rec.nproc_per_node} matmul result(s) (it printed {matmuls})")
-    sizes = {m.size_bytes for m in mine if m.kind == "allreduce" and m.group == "all"}
+    sizes = {m.size_bytes for m in mine if m.kind in ("allreduce", "skipped") and m.group == "all"}
     if sizes != set(rec.sizes):
         want.append("the all-reduce of " + ", ".join(f"{s} B" for s in sorted(set(rec.sizes) - sizes)))
     return " and ".join(want)

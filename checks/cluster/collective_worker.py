@@ -20,6 +20,7 @@ from ascend_ready.checks.cluster.collective import (
     node_ranks,
     pair_slow_gate,
     parse_size,
+    projected_seconds,
 )
 from ascend_ready.checks.cluster.mesh import round_robin
 from ascend_ready.runtime import setup_runtime, shutdown
@@ -91,9 +92,66 @@ def _allreduce(rt, host: str, size: int, iters: int, warmup: int, group=None, na
                        n, group=name, dtype="float32")
 
 
+class _Budget:
+    """The worker's time budget (--budget-s, counted from its start) and what is left of it, as the slowest
+    rank of a group sees it: every rank of the group gets the same figure, so they all take the same
+    branch (a rank that skipped a collective its peers entered would hang them)."""
+
+    def __init__(self, rt, seconds: float | None, start: float) -> None:
+        self.rt, self.seconds, self.start = rt, seconds, start
+
+    def left(self, share: float = 1.0, group=None) -> float:
+        """Seconds left of `share` of the budget (inf: no budget)."""
+        if self.seconds is None:
+            return float("inf")
+        import torch
+
+        dist = torch.distributed
+        t = torch.tensor([time.monotonic() - self.start], dtype=torch.float64, device=self.rt.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+        return self.seconds * share - float(t.item())
+
+
+def _skipped(rt, host: str, size: int, seconds: float, ranks: int, group: str) -> None:
+    _emit(Measurement("skipped", rt.rank, host, str(rt.device), round(seconds, 3), size, ranks=ranks,
+                      group=group))
+
+
+def _sweep(rt, host: str, sizes: list[int], args, budget: _Budget, share: float, group=None,
+           name: str = "all", ranks: int | None = None) -> list[Measurement]:
+    """The all-reduce of `group` at each size, smallest first. A size that, projected from the last one
+    measured, would not finish in `share` of the budget is left out with every larger one (a `skipped`
+    record each, its projected seconds): a port at a tenth of its speed then still leaves time for the
+    pair rounds that name it, where the whole run would have timed out and named no one."""
+    runs = args.iters + args.warmup
+    done: list[Measurement] = []
+    for at, size in enumerate(sizes):
+        if done:
+            last = done[-1]
+            left = budget.left(share, group)
+            if projected_seconds(last.seconds, last.size_bytes, size, runs) > left:
+                for rest in sizes[at:]:
+                    _skipped(rt, host, rest, projected_seconds(last.seconds, last.size_bytes, rest, runs),
+                             ranks or rt.world_size, name)
+                break
+        done.append(_allreduce(rt, host, size, args.iters, args.warmup, group, name, ranks))
+        _emit(done[-1])
+    return done
+
+
+def _pair_size(done: list[Measurement], rounds: int, runs: int, left: float) -> int | None:
+    """The largest size the all-node sweep measured at which `rounds` pair rounds fit in `left` seconds (a
+    pair with a slow node takes about what the all-node all-reduce took), None if not even the smallest."""
+    for m in reversed(done):
+        if projected_seconds(m.seconds, m.size_bytes, m.size_bytes, runs) * rounds <= left:
+            return m.size_bytes
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import socket
 
+    started = time.monotonic()
     ap = argparse.ArgumentParser(prog="python -m ascend_ready.checks.cluster.collective_worker")
     ap.add_argument("--sizes", default="1K,64K,1M,16M", help="all-reduce message sizes (1K, 64M, 1G)")
     ap.add_argument("--iters", type=int, default=10)
@@ -105,9 +163,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--host", default=os.environ.get("ASCEND_CHECK_HOST") or socket.gethostname(),
                     help="this node's name in the results (the inventory name)")
     ap.add_argument("--pairs", choices=("auto", "always", "never"), default="auto",
-                    help="all-reduce between every two nodes, round by round, at the largest size "
+                    help="all-reduce between every two nodes, round by round, at the largest size the "
+                    "budget allows "
                     "(auto: when the all-node one is below --min-busbw, or with no floor and 3+ nodes)")
     ap.add_argument("--min-busbw", type=float, default=None, help="the floor (GB/s) --pairs auto judges by")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="seconds the measurements may take from the worker's start: the sweeps take half, "
+                    "the node groups' up to 0.7, the pair rounds the rest; a size that would not fit is "
+                    "left out (a `skipped` record)")
     args = ap.parse_args(argv)
     try:
         sizes = sorted({parse_size(s) for s in args.sizes.split(",") if s})
@@ -127,32 +190,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         dist.all_gather_object(hosts, args.host)
         by_node = node_ranks(hosts)
         dist.barrier()  # every device starts its matmul window together
+        budget = _Budget(rt, args.budget_s, started)
         _emit(_matmul(rt, args.host, args.matmul_n, args.iters, args.matmul_seconds))
-        last = None
-        for size in sizes:
-            last = _allreduce(rt, args.host, size, args.iters, args.warmup)
-            _emit(last)
+        done = _sweep(rt, args.host, sizes, args, budget, 0.5)
         # Within each node (all nodes at once), where a node has two or more devices. Every rank
         # creates every group, in the same order (torch.distributed.new_group).
         node_groups = {h: dist.new_group(r) for h, r in by_node.items() if len(r) > 1}
         if args.host in node_groups:
-            mine = node_groups[args.host]
-            for size in sizes:
-                _emit(_allreduce(rt, args.host, size, args.iters, args.warmup, mine, f"node:{args.host}",
-                                 len(by_node[args.host])))
+            _sweep(rt, args.host, sizes, args, budget, 0.7, node_groups[args.host], f"node:{args.host}",
+                   len(by_node[args.host]))
         dist.barrier()
         nodes = list(by_node)
         if args.pairs == "auto":
-            run_pairs = pair_slow_gate(last.value if last else None, args.min_busbw, len(nodes))
+            run_pairs = pair_slow_gate(done[-1].value, args.min_busbw, len(nodes))
         else:
             run_pairs = args.pairs == "always" and len(nodes) >= 2
         if run_pairs:
-            for pairs in round_robin(nodes):
+            rounds = list(round_robin(nodes))
+            size = _pair_size(done, len(rounds), args.iters + args.warmup, budget.left())
+            for pairs in rounds:
                 groups = {pair: dist.new_group(by_node[pair[0]] + by_node[pair[1]]) for pair in pairs}
                 for (a, b), group in groups.items():
-                    if args.host in (a, b):
-                        _emit(_allreduce(rt, args.host, sizes[-1], args.iters, args.warmup, group,
-                                         f"pair:{a},{b}", len(by_node[a]) + len(by_node[b])))
+                    if args.host not in (a, b):
+                        continue
+                    ranks = len(by_node[a]) + len(by_node[b])
+                    if size is None:  # not even the smallest size: the rounds' projected seconds
+                        first = done[0]
+                        _skipped(rt, args.host, first.size_bytes, len(rounds) * projected_seconds(
+                            first.seconds, first.size_bytes, first.size_bytes, args.iters + args.warmup),
+                            ranks, f"pair:{a},{b}")
+                    else:
+                        _emit(_allreduce(rt, args.host, size, args.iters, args.warmup, group, f"pair:{a},{b}",
+                                         ranks))
                 dist.barrier()
     finally:
         shutdown(rt)
