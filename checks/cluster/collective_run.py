@@ -81,6 +81,10 @@ ACCELERATOR_SWEEP = Sweep("1K,64K,1M,16M,64M,256M", iters=20, warmup=5, matmul_n
 CPU_SWEEP = Sweep("1K,64K,1M", iters=30, warmup=2, matmul_n=256, matmul_seconds=1.0)
 
 
+#: the exit status of coreutils' timeout(1) when the command ran past its limit
+TIMED_OUT = 124
+
+
 def sweep_for(device: str) -> Sweep:
     return CPU_SWEEP if device == "cpu" else ACCELERATOR_SWEEP
 
@@ -245,6 +249,10 @@ def run_collective(
     same = None if result.ok else same_failure(result.nodes)
     for outcome in result.nodes:
         text = logs[outcome.name]
+        if outcome.rc == TIMED_OUT:  # its `timeout` fired: torchrun's SIGTERM traceback is not the cause
+            rec.errors[outcome.name] = (f"the worker did not finish within the {deadline_s:g} s deadline "
+                                        "(stopped by timeout)" + _tail(text))
+            continue
         if same is not None:  # every node failed alike: none of them is the cause
             rec.errors[outcome.name] = f"the worker failed the same way on every node: {same}" + _tail(text)
             continue

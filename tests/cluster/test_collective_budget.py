@@ -81,3 +81,21 @@ def test_a_floor_judged_at_the_largest_size_that_ran_says_which_were_left_out(no
     assert problems[0].startswith("the all-reduce across all 3 hosts reaches "), problems
     assert problems[0].endswith("; the larger sizes (65536 B, 262144 B) would not have finished in the time "
                                 "budget"), problems
+
+
+def test_a_worker_stopped_by_its_deadline_says_so_on_every_node_and_blames_none():
+    # The worker's matmul window (10 s) cannot end inside a 4 s deadline. Before, the first node's torchrun
+    # traceback for the SIGTERM timeout sent ("SignalException: ... got signal: 15") was its cause, and the
+    # other node was "stopped: the worker failed on node01".
+    pytest.importorskip("torch")
+    from ascend_ready.checks.cluster.collective_run import Sweep, run_collective
+    from ascend_ready.checks.profile import load_profile
+    from ascend_ready.fleet.transport import FanoutOptions, Target
+
+    prof = load_profile("atlas-800t-a2").model_copy(update={"python": sys.executable})
+    targets = [Target(f"node0{i}", address="local") for i in (1, 2)]
+    rec = run_collective(targets, FanoutOptions(), dict.fromkeys([t.name for t in targets], prof),
+                         sweep=Sweep("1K", 5, 1, 64, 10.0), nproc_per_node=1, deadline_s=4)
+    assert set(rec.errors) == {"node01", "node02"}
+    for why in rec.errors.values():
+        assert why.startswith("the worker did not finish within the 4 s deadline (stopped by timeout)"), why
