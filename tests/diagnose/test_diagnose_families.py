@@ -262,8 +262,12 @@ def test_a_general_rule_yields_to_the_specific_entry_on_its_line(tmp_path, line,
     ("ModuleNotFoundError: No module named 'vllm_ascend.ops'", "submodule-not-found vllm_ascend.ops"),
     ("PermissionError: [Errno 13] Permission denied: '/dev/davinci3'", "permission-denied EACCES"),
     ("FileNotFoundError: [Errno 2] No such file or directory: 'npu-smi'", "command-not-found ENOENT"),
+    ("OSError: [Errno 113] No route to host", "no-route-to-host EHOSTUNREACH"),  # xingyizhou/GTR#39
+    ("NotImplementedError: <class 'vllm_ascend.attention.attention_v1.AscendAttentionBackend'> is not yet "
+     "supported", "feature-not-implemented not implemented"),  # vllm-ascend#11622
 ])
 def test_a_general_rule_names_what_its_line_names(tmp_path, line, general):
     report = _diagnose(tmp_path, [line])
     assert [f"{f.id} {f.code}" for f in report.findings] == [general]
     assert report.findings[0].fix
+
