@@ -271,3 +271,22 @@ def test_a_general_rule_names_what_its_line_names(tmp_path, line, general):
     assert [f"{f.id} {f.code}" for f in report.findings] == [general]
     assert report.findings[0].fix
 
+
+CORPUS = Path(__file__).with_name("data") / "corpus"
+
+
+def test_an_errno_line_that_says_no_error_word_still_reaches_the_patterns(tmp_path):
+    # MIC-DKFZ/nnUNet#227: a data-loading worker prints ' [Errno 13] Permission denied: ...' and nothing else
+    line = (CORPUS / "heldout/errno13-no-error-word_nnunet-227.log").read_text().splitlines()[4]
+    assert "rror" not in line and "ail" not in line
+    assert [f"{f.id} {f.code}" for f in _diagnose(tmp_path, [line]).findings] == ["permission-denied EACCES"]
+
+
+def test_an_op_without_a_kernel_names_the_op_and_its_backend_and_the_fallback_warning_is_no_finding(tmp_path):
+    # torch_npu's CPU fallback warning alone is harmless (opendatalab/MinerU#1695); the dispatcher's error
+    # names the op and the backend it had no kernel for (vllm-project/vllm#12441)
+    warning = (CORPUS / "healthy/npu-cpu-fallback-warnings_mineru-1695.log").read_text().splitlines()[0]
+    assert _diagnose(tmp_path, [warning]).findings == []
+    error = (CORPUS / "dev/dispatcher-no-cuda-kernel_vllm-12441.log").read_text().splitlines()[0]
+    report = _diagnose(tmp_path, [warning, error])
+    assert [f"{f.id} {f.code}" for f in report.findings] == ["op-no-kernel-for-backend _C::rms_norm on CUDA"]
