@@ -125,6 +125,11 @@ class _FileState:
 
 ProgressFn = Callable[[str], None]
 _Passed = split.Passed
+#: a line its logger marked a warning (logging's WARNING / WARN, torch's and glog's `[W ...]` / `W1204 `, a
+#: Python warning category such as UserWarning): what it reports the program went on from, so neither a rule
+#: by structure alone (an entry marked `general`: an errno and its path, a missing module) nor a wrapper (the
+#: bare Python exception) names it, and the vendor graph reads it as a line that says no error
+_WARNING_LINE = re.compile(r"\bWARN(?:ING)?\b|\[W[ \d]|^\s*W\d{4} |\b[A-Z][A-Za-z]*Warning\b")
 
 
 class Scanner:
@@ -392,6 +397,8 @@ class Scanner:
         if any(e.general for e, _ in found):  # a general rule yields to a specific entry on its line
             named = any(not e.general and e.kind != "wrapper" for e, _ in found)
             found = [(e, m) for e, m in found if not (e.general and named)]
+        if found and _WARNING_LINE.search(text):  # neither it nor a wrapper names what a warning went on from
+            found = [(e, m) for e, m in found if not (e.general or e.kind == "wrapper")]
         for entry, m in found:
             groups = _Defaults({k: v for k, v in m.groupdict().items() if v is not None})
             if "rc" in groups:  # an HCCL call's return code, named (HcclResult)
@@ -421,8 +428,9 @@ class Scanner:
             hit.add(Evidence(file=state.name, line=lineno, text=_shown(text, 0)), self._seq)
             state.last_line = lineno
             return
-        # a line that says no error is tried only against the graph's groups that say none either
-        error_line = any(w in text for w in ERROR_WORDS)
+        # a line that says no error is tried only against the graph's groups that say none either, and so
+        # is a warning's (its "Error" is what the program went on from: a UserWarning quoting an OSError)
+        error_line = any(w in text for w in ERROR_WORDS) and not _WARNING_LINE.search(text)
         last = state.last_hit
         found = self._kg.match(text) if error_line else self._kg.match_plain(text, self._plain)
         for ent in found:  # the vendor's graph, on lines none of ours knows
