@@ -356,6 +356,29 @@ class Scanner:
 
     # ------------------------------------------------------------ matching
 
+    def _matches(self, text: str) -> list[tuple[Entry, re.Match]]:
+        """(entry, match) of every entry whose pattern matches the line, in the knowledge base's order: a
+        general rule only where no specific entry matched, neither it nor a wrapper on a warning line."""
+        candidates = set(self._always)
+        for literal in [lit for lit in self._literals if lit in text]:
+            candidates |= self._by_literal[literal]
+        found = []
+        for i in sorted(candidates):
+            entry, patterns = self._entries[i]
+            for literal, rx in patterns:
+                if literal is not None and literal not in text:
+                    continue
+                m = rx.search(text)
+                if m:
+                    found.append((entry, m))
+                    break
+        if any(e.general for e, _ in found):  # a general rule yields to a specific entry on its line
+            named = any(not e.general and e.kind != "wrapper" for e, _ in found)
+            found = [(e, m) for e, m in found if not (e.general and named)]
+        if found and _WARNING_LINE.search(text):  # neither it nor a wrapper names what a warning went on from
+            found = [(e, m) for e, m in found if not (e.general or e.kind == "wrapper")]
+        return found
+
     def _line(self, text: str, lineno: int, state: _FileState) -> None:
         if "PID" in text or "Device:" in text:
             self._learn_ids(text)
@@ -381,25 +404,7 @@ class Scanner:
                 state.anonymous = [h for h in state.anonymous if lineno - h.first_line < TS_LOOKAHEAD]
         codes_here: set[str] = set()
         matched = specific = False  # a line only wrappers matched is still the vendor graph's to read
-        candidates = set(self._always)
-        for literal in [lit for lit in self._literals if lit in text]:
-            candidates |= self._by_literal[literal]
-        found = []
-        for i in sorted(candidates):
-            entry, patterns = self._entries[i]
-            for literal, rx in patterns:
-                if literal is not None and literal not in text:
-                    continue
-                m = rx.search(text)
-                if m:
-                    found.append((entry, m))
-                    break
-        if any(e.general for e, _ in found):  # a general rule yields to a specific entry on its line
-            named = any(not e.general and e.kind != "wrapper" for e, _ in found)
-            found = [(e, m) for e, m in found if not (e.general and named)]
-        if found and _WARNING_LINE.search(text):  # neither it nor a wrapper names what a warning went on from
-            found = [(e, m) for e, m in found if not (e.general or e.kind == "wrapper")]
-        for entry, m in found:
+        for entry, m in self._matches(text):
             groups = _Defaults({k: v for k, v in m.groupdict().items() if v is not None})
             if "rc" in groups:  # an HCCL call's return code, named (HcclResult)
                 rc = groups["rc"]
