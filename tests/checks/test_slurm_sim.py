@@ -33,6 +33,10 @@ PROBE_TIMEOUT = 4
 #: how long one event may take: two intervals (the check may have just started) plus a loaded run
 WITHIN = 2 * INTERVAL + 45
 REPORT = "/var/lib/ascend-ready/node-check.json"
+#: where the full re-check keeps its own report: slurmd's periodic health check rewrites REPORT with its quick
+#: tier, and one that ended between the re-check and the read left a report without npu.sdc (a clean clone's
+#: StopIteration, 2026-12-04)
+FULL_REPORT = "/var/lib/ascend-ready/full-recheck.json"
 BIN = Path(sys.executable).parent
 PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 #: the training venv python_env built on every node: ascend-check node and ascend-train run from it
@@ -190,7 +194,7 @@ def _full_recheck(cluster, node: str, judge_sdc: bool = False) -> subprocess.Com
     operator's, where the simulator's sdc fault reaches torch."""
     skip = sorted(NOT_JUDGED - {"npu.sdc"} if judge_sdc else NOT_JUDGED)
     argv = [f"{NODE_BIN}/ascend-check", "node", "--slurm-health", "--tier", "full", "--deadline", "300",
-            "--node-name", node, *[a for glob in skip for a in ("--skip", glob)]]
+            "--node-name", node, "--report", FULL_REPORT, *[a for glob in skip for a in ("--skip", glob)]]
     if judge_sdc:
         return node_run(cluster, node, "bash", "-lc", shlex.join(argv), timeout=360)
     return node_run(cluster, node, *argv)
@@ -246,7 +250,7 @@ def test_a_bit_flipping_device_is_drained_by_the_full_recheck_and_returns_only_a
     _fault("node02", "sdc", device=0, bit=3)
     try:
         proc = _full_recheck(slurm, "node02", judge_sdc=True)
-        report = json.loads(node_run(slurm, "node02", "cat", REPORT).stdout)
+        report = json.loads(node_run(slurm, "node02", "cat", FULL_REPORT).stdout)
         sdc = next(r for r in report["results"] if r["check_id"] == "npu.sdc")
         # --slurm-health exits 0 once Slurm has been told (1 only when it could not be)
         assert proc.returncode == 0 and "drained: ascend-check: npu.sdc" in proc.stderr, \
