@@ -108,12 +108,7 @@ def projected_seconds(seconds: float, size_bytes: int, size: int, runs: int) -> 
 
 def skipped(measurements: Iterable[Measurement], group: str = "all") -> list[Measurement]:
     """The sizes of `group` the worker left out to finish in its budget (its lowest rank's records)."""
-    best: dict[int, Measurement] = {}
-    for m in measurements:
-        if m.kind == "skipped" and (m.group or "all") == group and (m.size_bytes not in best
-                                                                     or m.rank < best[m.size_bytes].rank):
-            best[m.size_bytes] = m
-    return [best[k] for k in sorted(best)]
+    return sweep(measurements, group, kind="skipped")
 
 
 def stragglers(values: dict[str, float], *, tolerance: float = 0.2) -> list[tuple[str, float, float]]:
@@ -347,11 +342,13 @@ def rows(measurements: Iterable[Measurement], group: str = "all") -> list[str]:
     return out
 
 
-def sweep(measurements: Iterable[Measurement], group: str = "all") -> list[Measurement]:
-    """One all-reduce measurement per size of `group` (its lowest rank's: every rank has the same time)."""
+def sweep(measurements: Iterable[Measurement], group: str = "all",
+          kind: str = "allreduce") -> list[Measurement]:
+    """One all-reduce measurement (or `kind` record) per size of `group` (its lowest rank's: every rank has
+    the same time)."""
     best: dict[int, Measurement] = {}
     for m in measurements:
-        mine = m.kind == "allreduce" and (m.group or "all") == group
+        mine = m.kind == kind and (m.group or "all") == group
         if mine and (m.size_bytes not in best or m.rank < best[m.size_bytes].rank):
             best[m.size_bytes] = m
     return [best[k] for k in sorted(best)]
