@@ -247,11 +247,17 @@ def run_collective(
                 if (Path(tmp) / f"{t.name}.log").is_file() else "" for t in ready}
     cause = None if result.ok else root_cause(result.nodes)
     same = None if result.ok else same_failure(result.nodes)
+    timed_out = sorted(o.name for o in result.nodes if o.rc == TIMED_OUT)
     for outcome in result.nodes:
         text = logs[outcome.name]
         if outcome.rc == TIMED_OUT:  # its `timeout` fired: torchrun's SIGTERM traceback is not the cause
             rec.errors[outcome.name] = (f"the worker did not finish within the {deadline_s:g} s deadline "
                                         "(stopped by timeout)" + _tail(text))
+            continue
+        # its peers' deadline came first: their loss stopped it
+        if timed_out and (outcome.rc not in (0, None) or outcome.lost):
+            rec.errors[outcome.name] = (f"stopped: the {deadline_s:g} s deadline stopped the worker on "
+                                        + ", ".join(timed_out))
             continue
         if same is not None:  # every node failed alike: none of them is the cause
             rec.errors[outcome.name] = f"the worker failed the same way on every node: {same}" + _tail(text)

@@ -97,5 +97,8 @@ def test_a_worker_stopped_by_its_deadline_says_so_on_every_node_and_blames_none(
     rec = run_collective(targets, FanoutOptions(), dict.fromkeys([t.name for t in targets], prof),
                          sweep=Sweep("1K", 5, 1, 64, 10.0), nproc_per_node=1, deadline_s=4)
     assert set(rec.errors) == {"node01", "node02"}
+    # a node whose peer's timeout fired first is stopped by that loss before its own: the deadline still
     for why in rec.errors.values():
-        assert why.startswith("the worker did not finish within the 4 s deadline (stopped by timeout)"), why
+        assert (why.startswith("the worker did not finish within the 4 s deadline (stopped by timeout)")
+                or why.startswith("stopped: the 4 s deadline stopped the worker on node0")), why
+    assert any(why.startswith("the worker did not finish") for why in rec.errors.values()), rec.errors
