@@ -3,9 +3,10 @@
 tests/diagnose/data/corpus/manifest.yml lists every log with its source thread and what cause 1 must be
 (a regex over the first cause's `<id> <code>`). `dev` logs are the ones the knowledge base was written
 from, `heldout` logs were held back, `healthy` logs must give no finding. Prints one line per log and the
-hit rate per split; --json writes the figures.
+hit rate per split; --json writes the figures. --corpus scores another directory of the same shape (a new
+collection, before it joins the corpus: scored on the tree its entries were not written on).
 
-    .venv/bin/python bench/diagnose_corpus.py [--split heldout] [--json out.json] [-v]
+    .venv/bin/python bench/diagnose_corpus.py [--split heldout] [--json out.json] [-v] [--corpus DIR]
 """
 
 from __future__ import annotations
@@ -22,15 +23,15 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests/diagnose/data/corpus"
 
 
-def load_manifest() -> dict[str, dict]:
-    return yaml.safe_load((CORPUS / "manifest.yml").read_text(encoding="utf-8"))["logs"]
+def load_manifest(corpus: Path = CORPUS) -> dict[str, dict]:
+    return yaml.safe_load((corpus / "manifest.yml").read_text(encoding="utf-8"))["logs"]
 
 
-def judge(name: str, spec: dict) -> tuple[bool, str]:
+def judge(name: str, spec: dict, corpus: Path = CORPUS) -> tuple[bool, str]:
     """(hit, what diagnose said) for one log of the manifest."""
     from ascend_ready.checks.diagnose import diagnose_paths
 
-    report = diagnose_paths([CORPUS / name])
+    report = diagnose_paths([corpus / name])
     causes = [f for f in report.findings if f.role == "cause"]
     said = f"{causes[0].id} {causes[0].code}" if causes else "(no finding)"
     if name.startswith("healthy/"):
@@ -47,14 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", choices=("dev", "heldout", "healthy"), action="append")
     ap.add_argument("--json")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--corpus", type=Path, default=CORPUS, help="a directory with manifest.yml and */*.log")
     args = ap.parse_args(argv)
-    manifest = load_manifest()
+    manifest = load_manifest(args.corpus)
     figures: dict[str, dict] = {}
     for split in args.split or ("dev", "heldout", "healthy"):
         names = sorted(n for n in manifest if n.startswith(split + "/"))
         hits, misses = 0, []
         for name in names:
-            ok, said = judge(name, manifest[name])
+            ok, said = judge(name, manifest[name], args.corpus)
             hits += ok
             if not ok:
                 misses.append({"log": name, "said": said, "want": manifest[name].get("expect")})
