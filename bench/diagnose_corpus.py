@@ -45,15 +45,17 @@ def judge(name: str, spec: dict, corpus: Path = CORPUS) -> tuple[bool, str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--split", choices=("dev", "heldout", "healthy"), action="append")
+    ap.add_argument("--split", choices=("dev", "heldout", "fresh", "healthy"), action="append")
+    ap.add_argument("--round", help="only the fresh logs of this round (e.g. 11)")
     ap.add_argument("--json")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--corpus", type=Path, default=CORPUS, help="a directory with manifest.yml and */*.log")
     args = ap.parse_args(argv)
     manifest = load_manifest(args.corpus)
     figures: dict[str, dict] = {}
-    for split in args.split or ("dev", "heldout", "healthy"):
-        names = sorted(n for n in manifest if n.startswith(split + "/"))
+    for split in args.split or ("dev", "heldout", "fresh", "healthy"):
+        names = sorted(n for n in manifest if n.startswith(split + "/")
+                       and (not args.round or manifest[n].get("collected") in (None, f"round {args.round}")))
         hits, misses = 0, []
         for name in names:
             ok, said = judge(name, manifest[name], args.corpus)

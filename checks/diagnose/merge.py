@@ -116,6 +116,13 @@ def _drop_named_by_entries(hits: list[_Hit]) -> list[_Hit]:
     return kept
 
 
+def _is_specific(h: _Hit) -> bool:
+    """An entry of ours written for one failure (not a rule by structure, an envelope, a code's meaning in the
+    code book or the vendor's graph): in the error report of a documented code it says what the code meant."""
+    e = h.entry
+    return e.family != "code" and e.kind == "fault" and not e.general and not _is_vendor(h)
+
+
 def _is_catch_all(h: _Hit) -> bool:
     return h.entry.family == "python" and h.kind == "wrapper"
 
@@ -229,6 +236,11 @@ def _explainer(h: _Hit, hits: list[_Hit]) -> _Hit | None:
                 and _compatible(g.actor, h.actor) and _near(g, h)]
         if cann:
             return cann[0]
+    if h.entry.family == "code":  # the code book's meaning of a code, said again by an entry in its report
+        named = [g for g in hits
+                 if g is not h and _is_specific(g) and _compatible(g.actor, h.actor) and _near(g, h)]
+        if named:
+            return named[0]
     if not h.entry.explained_by:
         return None
     found = [g for g in hits if g is not h and g.entry.id in h.entry.explained_by]
